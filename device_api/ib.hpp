@@ -1,0 +1,18 @@
+// gpuverbs device API, verbs level: one include for kernels and host threads.
+//
+//   gv::ib::post_send<Ownership>(qp, wr)         one WQE, one doorbell
+//   gv::ib::post_send_batch<Ownership>(qp, wrs, n) n WQEs, one doorbell
+//   gv::ib::post_recv<Ownership>(qp, sgl, n)      one receive WQE
+//   gv::ib::poll_cq<Ownership>(cq, completion)    wait (bounded) for one completion
+//   gv::ib::try_poll_cq<Ownership>(cq, completion) take one if ready
+//
+// Formats: ib/mlx5_format.hpp. Encoders: ib/encode.hpp. Handles: ib/handles.hpp.
+#pragma once
+#include "ib/encode.hpp"
+#include "ib/handles.hpp"
+#include "ib/mlx5_format.hpp"
+#include "ib/poll.hpp"
+#include "ib/post.hpp"
+#include "ib/ring.hpp"
+#include "ib/work_request.hpp"
+#include "status.hpp"

@@ -1,0 +1,81 @@
+// Device handles: what host_setup hands kernels (and host threads) for one QP or CQ.
+//
+// Plain structs, taken by value (`__grid_constant__ const QpHandle`). Immutable fields travel
+// in the handle; the counters that posters and pollers advance live in QpState / CqState,
+// in memory every user of the handle shares (GPU global memory for GPU users).
+// Lifetime: the QueuePair / CompletionQueue must outlive every kernel using its handle.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "mlx5_format.hpp"
+
+namespace gv::ib {
+
+inline constexpr std::uint32_t kHandleVersion = 1;
+
+/// Producer/consumer counters of one work queue, 64-bit and monotonic, in queue units
+/// (WQEBBs for the SQ, WQEs for the RQ). Each on its own cache line: posters hammer the
+/// first two, pollers the third.
+struct alignas(64) WqCounters {
+  std::uint64_t reserved = 0;    ///< handed out to posters
+  std::uint8_t pad0[56];
+  std::uint64_t published = 0;   ///< covered by the doorbell record; published in order
+  std::uint8_t pad1[56];
+  std::uint64_t completed = 0;   ///< retired by polled completions: free for reuse
+  std::uint8_t pad2[56];
+};
+
+struct QpState {
+  WqCounters sq;
+  WqCounters rq;
+};
+
+struct alignas(64) CqState {
+  std::uint64_t claimed = 0;     ///< next CQE a poller takes
+  std::uint8_t pad0[56];
+  std::uint64_t released = 0;    ///< CQEs handed back to the producer (dbrec consumer index)
+  std::uint8_t pad1[56];
+};
+
+static_assert(sizeof(WqCounters) == 192 && sizeof(QpState) == 384 && sizeof(CqState) == 128);
+
+struct QpHandle {
+  std::uint32_t version = kHandleVersion;
+  std::uint32_t qpn = 0;
+  std::byte* sq = nullptr;             ///< sq_bbs * 64 bytes
+  std::byte* rq = nullptr;             ///< rq_wqes << rq_stride_shift bytes
+  mlx5::QpDbrec* dbrec = nullptr;
+  std::uint64_t* doorbell = nullptr;   ///< UAR BlueFlame register or the soft engine's word
+  QpState* state = nullptr;
+  const std::uint32_t* abort = nullptr;  ///< host raises it to end every wait on this QP
+  std::uint32_t sq_bbs = 0;            ///< power of two
+  std::uint32_t rq_wqes = 0;           ///< power of two
+  std::uint32_t rq_stride_shift = 0;   ///< log2(bytes per receive WQE)
+  std::uint32_t max_recv_sge = 0;
+  std::uint32_t max_send_sge = 0;
+  std::uint32_t max_inline = 0;
+};
+static_assert(sizeof(QpHandle) == 80);
+
+/// The CQ also knows the (at most one) send queue and receive queue it retires, so that
+/// polling a completion frees ring space without a second lookup.
+struct CqHandle {
+  std::uint32_t version = kHandleVersion;
+  std::uint32_t cqn = 0;
+  mlx5::Cqe* ring = nullptr;           ///< 2^log_cqes entries
+  mlx5::CqDbrec* dbrec = nullptr;
+  CqState* state = nullptr;
+  const std::uint32_t* abort = nullptr;
+  const std::uint32_t* error = nullptr;  ///< nonzero once the provider declared an overrun
+  QpState* send_qp = nullptr;          ///< QP whose SQ completes here (or null)
+  const std::byte* send_sq = nullptr;  ///< its SQ ring, to read the size of completed WQEs
+  QpState* recv_qp = nullptr;          ///< QP whose RQ completes here (or null)
+  std::uint32_t log_cqes = 0;
+  std::uint32_t send_sq_bbs = 0;
+  std::uint32_t send_qpn = 0;
+  std::uint32_t recv_qpn = 0;
+};
+static_assert(sizeof(CqHandle) == 88);
+
+}  // namespace gv::ib

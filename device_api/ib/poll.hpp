@@ -1,0 +1,148 @@
+// Polling completions: CQE validity by owner bit, decoding (including error CQEs with their
+// syndrome), handing the CQE back to the producer, and retiring the SQ/RQ space it covers.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "../status.hpp"
+#include "../sync.hpp"
+#include "encode.hpp"
+#include "handles.hpp"
+#include "post.hpp"
+
+namespace gv::ib {
+
+/// A decoded CQE.
+struct Completion {
+  Status status = Status::kEmpty;  ///< kOk, or kCompletionError with `syndrome` set
+  std::uint8_t cqe_opcode = mlx5::kCqeInvalid;
+  std::uint8_t wqe_opcode = 0;     ///< requester side: the mlx5 opcode of the completed WQE
+  std::uint8_t syndrome = 0;       ///< mlx5 syndrome (0 on success)
+  std::uint8_t vendor_syndrome = 0;
+  std::uint32_t qpn = 0;
+  std::uint16_t wqe_counter = 0;   ///< send: first WQEBB of the WQE; receive: RQ WQE index
+  std::uint32_t byte_len = 0;
+  std::uint32_t imm = 0;           ///< host order
+
+  GV_HD bool ok() const { return status == Status::kOk; }
+  /// Requester (send queue) completion, as opposed to a responder (receive) one.
+  GV_HD bool is_send() const {
+    return cqe_opcode == mlx5::kCqeReq || cqe_opcode == mlx5::kCqeReqErr;
+  }
+};
+
+GV_HD GV_INLINE Completion decode_cqe(const mlx5::Cqe& c) {
+  Completion out;
+  out.cqe_opcode = mlx5::cqe_opcode(c.op_own);
+  out.wqe_counter = c.wqe_counter.get();
+  if (out.cqe_opcode == mlx5::kCqeReqErr || out.cqe_opcode == mlx5::kCqeRespErr) {
+    mlx5::ErrCqe e;
+    std::memcpy(&e, &c, sizeof(e));
+    out.status = Status::kCompletionError;
+    out.syndrome = e.syndrome;
+    out.vendor_syndrome = e.vendor_err_synd;
+    const std::uint32_t w = e.s_wqe_opcode_qpn.get();
+    out.wqe_opcode = static_cast<std::uint8_t>(w >> 24);
+    out.qpn = w & mlx5::kQpnMask;
+    return out;
+  }
+  out.status = Status::kOk;
+  const std::uint32_t w = c.sop_drop_qpn.get();
+  out.qpn = w & mlx5::kQpnMask;
+  if (out.cqe_opcode == mlx5::kCqeReq) out.wqe_opcode = static_cast<std::uint8_t>(w >> 24);
+  out.byte_len = c.byte_cnt.get();
+  out.imm = c.imm_inval_pkey.get();
+  return out;
+}
+
+/// The last 4 bytes of a CQE (wqe_counter, signature, op_own), acquired: once the owner bit
+/// says the CQE is ours, its payload and the data it covers may be read.
+GV_HD GV_INLINE std::uint32_t cqe_owner_acquire(const mlx5::Cqe* cqe) {
+  return sync::load_acquire(reinterpret_cast<const std::uint32_t*>(&cqe->wqe_counter));
+}
+
+GV_HD GV_INLINE bool cqe_ready(std::uint32_t tail, std::uint64_t ci, std::uint32_t log_cqes) {
+  const auto op_own = static_cast<std::uint8_t>(tail >> 24);
+  return mlx5::cqe_opcode(op_own) != mlx5::kCqeInvalid &&
+         mlx5::cqe_owner(op_own) == owner_bit(ci, log_cqes);
+}
+
+/// Free the SQ or RQ space a completion covers. Out-of-order retirement by concurrent
+/// pollers is safe: counters only move forward (fetch_max).
+GV_HD GV_INLINE void retire(const CqHandle& cq, const Completion& c) {
+  if (c.is_send()) {
+    if (cq.send_qp == nullptr || c.qpn != cq.send_qpn) return;
+    WqCounters* sq = &cq.send_qp->sq;
+    const std::uint64_t start = widen_below(sync::load_acquire(&sq->reserved) - 1, c.wqe_counter, 16);
+    const Octoword ctrl = load_octoword(cq.send_sq + sq_octoword_offset(start, 0, cq.send_sq_bbs));
+    const std::uint32_t ds = byteswap(ctrl.w[1]) & 0x3fu;
+    sync::fetch_max(&sq->completed, start + wqe_bbs(ds));
+  } else {
+    if (cq.recv_qp == nullptr || c.qpn != cq.recv_qpn) return;
+    WqCounters* rq = &cq.recv_qp->rq;
+    const std::uint64_t idx = widen_below(sync::load_acquire(&rq->reserved) - 1, c.wqe_counter, 16);
+    sync::fetch_max(&rq->completed, idx + 1);
+  }
+}
+
+GV_HD GV_INLINE void cq_release(const CqHandle& cq, std::uint64_t next) {
+  sync::store_release(&cq.dbrec->set_ci.raw,
+                      be32::from(static_cast<std::uint32_t>(next & mlx5::kCqCiMask)).raw);
+  sync::store_release(&cq.state->released, next);
+}
+
+/// Take one completion if one is ready: kOk / kCompletionError with `out` filled, kEmpty, or
+/// kCqOverrun once the provider declared the CQ overrun.
+template <Ownership O>
+GV_HD Status try_poll_cq(const CqHandle& cq, Completion& out) {
+  const std::uint32_t mask = (1u << cq.log_cqes) - 1;
+  std::uint64_t ci;
+  mlx5::Cqe copy;
+  if constexpr (O == Ownership::kExclusive) {
+    ci = sync::load_relaxed(&cq.state->claimed);
+    const mlx5::Cqe* cqe = cq.ring + (ci & mask);
+    if (!cqe_ready(cqe_owner_acquire(cqe), ci, cq.log_cqes)) {
+      return (cq.error != nullptr && sync::load_acquire(cq.error) != 0) ? Status::kCqOverrun
+                                                                       : Status::kEmpty;
+    }
+    std::memcpy(&copy, cqe, sizeof(copy));
+    sync::store_relaxed(&cq.state->claimed, ci + 1);
+  } else {
+    for (;;) {
+      ci = sync::load_acquire(&cq.state->claimed);
+      const mlx5::Cqe* cqe = cq.ring + (ci & mask);
+      if (!cqe_ready(cqe_owner_acquire(cqe), ci, cq.log_cqes)) {
+        return (cq.error != nullptr && sync::load_acquire(cq.error) != 0) ? Status::kCqOverrun
+                                                                         : Status::kEmpty;
+      }
+      std::uint64_t expected = ci;
+      if (sync::compare_exchange(&cq.state->claimed, expected, ci + 1)) {
+        std::memcpy(&copy, cqe, sizeof(copy));
+        break;
+      }
+    }
+    // Hand CQEs back in order, so the consumer index never runs ahead of an unread entry.
+    const Status st = sync::bounded_wait(
+        [&] { return sync::load_acquire(&cq.state->released) == ci; }, Budget{}, cq.abort);
+    if (st != Status::kOk) return st;
+  }
+  out = decode_cqe(copy);
+  retire(cq, out);
+  cq_release(cq, ci + 1);
+  return out.status;
+}
+
+/// Wait (bounded) for one completion.
+template <Ownership O>
+GV_HD Status poll_cq(const CqHandle& cq, Completion& out, Budget budget = {}) {
+  Status st = Status::kEmpty;
+  const Status w = sync::bounded_wait(
+      [&] {
+        st = try_poll_cq<O>(cq, out);
+        return st != Status::kEmpty;
+      },
+      budget, cq.abort);
+  return w == Status::kOk ? st : w;
+}
+
+}  // namespace gv::ib

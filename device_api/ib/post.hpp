@@ -1,0 +1,160 @@
+// Posting work requests, in named steps:
+//   reserve slots -> write segments -> mark ready (wait for our turn) -> doorbell record ->
+//   doorbell.
+// `Ownership::kShared` is safe with any number of threads and blocks on one QP: slots are
+// reserved with a CAS that never over-commits the ring, and WQEs are published strictly in
+// reservation order. `Ownership::kExclusive` is the fast path for a QP owned by one thread:
+// no atomics, no turn-taking.
+#pragma once
+#include <cstdint>
+
+#include "../status.hpp"
+#include "../sync.hpp"
+#include "encode.hpp"
+#include "handles.hpp"
+
+namespace gv::ib {
+
+enum class Ownership { kShared, kExclusive };
+
+// ---- Step 1: reserve ----------------------------------------------------------------------
+
+/// Take n units of a ring of `size` units, waiting (bounded) until polled completions free them.
+template <Ownership O>
+GV_HD GV_INLINE Status wq_reserve(WqCounters* wq, std::uint32_t size, std::uint32_t n,
+                                  std::uint64_t& start, Budget budget,
+                                  const std::uint32_t* abort) {
+  if (n == 0 || n > size) return Status::kInvalidArgument;
+  if constexpr (O == Ownership::kExclusive) {
+    const std::uint64_t r = sync::load_relaxed(&wq->reserved);
+    const Status st = sync::bounded_wait(
+        [&] { return r + n - sync::load_acquire(&wq->completed) <= size; }, budget, abort);
+    if (st != Status::kOk) return st == Status::kTimeout ? Status::kQueueFull : st;
+    sync::store_relaxed(&wq->reserved, r + n);
+    start = r;
+    return Status::kOk;
+  } else {
+    const Status st = sync::bounded_wait(
+        [&] {
+          std::uint64_t r = sync::load_relaxed(&wq->reserved);
+          if (r + n - sync::load_acquire(&wq->completed) > size) return false;
+          if (!sync::compare_exchange(&wq->reserved, r, r + n)) return false;
+          start = r;
+          return true;
+        },
+        budget, abort);
+    return st == Status::kTimeout ? Status::kQueueFull : st;
+  }
+}
+
+// ---- Step 3: mark ready --------------------------------------------------------------------
+
+/// Wait until every earlier reservation is published; then the caller may publish [start, end).
+template <Ownership O>
+GV_HD GV_INLINE Status wq_wait_turn(WqCounters* wq, std::uint64_t start, Budget budget,
+                                    const std::uint32_t* abort) {
+  if constexpr (O == Ownership::kExclusive) {
+    return Status::kOk;
+  } else {
+    return sync::bounded_wait([&] { return sync::load_acquire(&wq->published) == start; },
+                              budget, abort);
+  }
+}
+
+GV_HD GV_INLINE void wq_pass_turn(WqCounters* wq, std::uint64_t end) {
+  sync::store_release(&wq->published, end);
+}
+
+// ---- Step 2: write -------------------------------------------------------------------------
+
+/// Checks a request against the QP's limits: the small always-on set of device checks.
+GV_HD GV_INLINE Status validate(const QpHandle& qp, const SendWr& wr) {
+  const bool inl = (wr.flags & kWrInline) && carries_payload(wr.opcode);
+  if (inl && payload_bytes(wr) > qp.max_inline) return Status::kInvalidArgument;
+  if (!inl && wr.num_sge > qp.max_send_sge) return Status::kInvalidArgument;
+  if (is_atomic(wr.opcode) && (wr.num_sge != 1 || wr.sg_list[0].length != 8))
+    return Status::kInvalidArgument;
+  if (wqe_ds(wr) > mlx5::kMaxWqeDs) return Status::kInvalidArgument;
+  return Status::kOk;
+}
+
+/// Write the WQE of `wr` at WQEBB counter `start` (reserved by this thread).
+GV_HD GV_INLINE void sq_write_wqe(const QpHandle& qp, std::uint64_t start, const SendWr& wr) {
+  const std::uint32_t ds = wqe_ds(wr);
+  const auto idx = static_cast<std::uint16_t>(start);
+  for (std::uint32_t k = 0; k < ds; ++k)
+    store_octoword(qp.sq + sq_octoword_offset(start, k, qp.sq_bbs),
+                   wqe_octoword(wr, k, idx, qp.qpn));
+}
+
+// ---- Steps 4 and 5: doorbell record and doorbell -------------------------------------------
+
+/// Publish SQ WQEBBs up to `end`; `last` is the first WQEBB of the last WQE, whose control
+/// segment's first 8 bytes form the doorbell (as mlx5 BlueFlame/UAR doorbells do).
+GV_HD GV_INLINE void sq_ring_doorbell(const QpHandle& qp, std::uint64_t end, std::uint64_t last) {
+  sync::wqe_visible_before_dbrec();
+  sync::store_release(&qp.dbrec->snd.raw,
+                      be32::from(static_cast<std::uint32_t>(end & 0xffffu)).raw);
+  sync::dbrec_before_doorbell();
+  std::uint64_t db;
+  std::memcpy(&db, qp.sq + sq_octoword_offset(last, 0, qp.sq_bbs), sizeof(db));
+  sync::store_release(qp.doorbell, db);
+}
+
+// ---- Whole posts ---------------------------------------------------------------------------
+
+/// Post n send WQEs with one doorbell. On an error nothing is reserved (validation fails
+/// first) unless the wait for our turn times out, which means the QP is wedged by another
+/// poster: that status is returned and the QP must be destroyed.
+template <Ownership O>
+GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n,
+                             Budget budget = {}) {
+  std::uint32_t total = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const Status v = validate(qp, wrs[i]);
+    if (v != Status::kOk) return v;
+    total += wqe_bbs(wqe_ds(wrs[i]));
+  }
+  std::uint64_t start;
+  Status st = wq_reserve<O>(&qp.state->sq, qp.sq_bbs, total, start, budget, qp.abort);
+  if (st != Status::kOk) return st;
+  std::uint64_t pos = start, last = start;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    sq_write_wqe(qp, pos, wrs[i]);
+    last = pos;
+    pos += wqe_bbs(wqe_ds(wrs[i]));
+  }
+  st = wq_wait_turn<O>(&qp.state->sq, start, budget, qp.abort);
+  if (st != Status::kOk) return st;
+  sq_ring_doorbell(qp, pos, last);
+  wq_pass_turn(&qp.state->sq, pos);
+  return Status::kOk;
+}
+
+template <Ownership O>
+GV_HD GV_INLINE Status post_send(const QpHandle& qp, const SendWr& wr, Budget budget = {}) {
+  return post_send_batch<O>(qp, &wr, 1, budget);
+}
+
+/// Post one receive WQE scattering into `sgl[0..n)`. Receive queues have no doorbell: the
+/// doorbell record alone tells the HCA how many receives exist.
+template <Ownership O>
+GV_HD Status post_recv(const QpHandle& qp, const Sge* sgl, std::uint32_t n, Budget budget = {}) {
+  if (n > qp.max_recv_sge) return Status::kInvalidArgument;
+  std::uint64_t start;
+  Status st = wq_reserve<O>(&qp.state->rq, qp.rq_wqes, 1, start, budget, qp.abort);
+  if (st != Status::kOk) return st;
+  std::byte* wqe = qp.rq + (std::uint64_t{ring_slot(start, qp.rq_wqes)} << qp.rq_stride_shift);
+  for (std::uint32_t i = 0; i < n; ++i)
+    store_octoword(wqe + 16 * i, as_octoword(make_data_seg(sgl[i].length, sgl[i].lkey, sgl[i].addr)));
+  if (n < qp.max_recv_sge) store_octoword(wqe + 16 * n, as_octoword(make_recv_terminator()));
+  st = wq_wait_turn<O>(&qp.state->rq, start, budget, qp.abort);
+  if (st != Status::kOk) return st;
+  sync::wqe_visible_before_dbrec();
+  sync::store_release(&qp.dbrec->rcv.raw,
+                      be32::from(static_cast<std::uint32_t>((start + 1) & 0xffffu)).raw);
+  wq_pass_turn(&qp.state->rq, start + 1);
+  return Status::kOk;
+}
+
+}  // namespace gv::ib
