@@ -1,0 +1,199 @@
+// gpuverbs host setup: open a provider, register memory, create CQs and QPs, connect them,
+// and hand kernels (or host threads) plain device handles.
+//
+//   auto dev = gv::Device::open("soft");
+//   auto pd  = dev->alloc_pd();
+//   auto buf = dev->alloc(1 << 20);                          // shareable with other processes
+//   auto mr  = pd->reg_mr(buf, 1 << 20, gv::kLocalWrite | gv::kRemoteWrite);
+//   auto cq  = dev->create_cq(256);
+//   auto qp  = pd->create_qp(*cq, *cq, {});
+//   qp->connect(peer_info);                                  // RESET -> INIT -> RTR -> RTS
+//   kernel<<<...>>>(qp->device_handle(), cq->device_handle());
+//
+// Lifetimes: a Device outlives everything created from it; a QueuePair / CompletionQueue
+// outlives every kernel or thread using its handle. CQ handles are taken after the QPs that
+// complete into them are created (the handle records which queues the CQ retires).
+// Errors: every call validates its arguments and throws gv::Error with a message that names
+// the problem and what to do; nothing here calls exit().
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gpuverbs/ib/handles.hpp>
+#include <gpuverbs/ib/poll.hpp>
+
+namespace gv {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Memory and QP access rights (the ibv_access_flags values).
+enum Access : std::uint32_t {
+  kLocalWrite = 1,
+  kRemoteWrite = 2,
+  kRemoteRead = 4,
+  kRemoteAtomic = 8,
+};
+
+enum class QpState : std::uint32_t { kReset = 0, kInit, kRtr, kRts, kError };
+const char* to_string(QpState s);
+
+/// An asynchronous error raised by the provider outside any completion.
+struct AsyncEvent {
+  enum class Type : std::uint32_t { kCqOverrun = 1, kQpFatal = 2 };
+  Type type;
+  std::uint32_t number;   ///< CQN or QPN
+  std::string message;    ///< what happened and what to do
+};
+
+struct DeviceOptions {
+  /// Bytes of provider memory (rings, tables, and Device::alloc buffers). Reserved sparsely:
+  /// pages cost memory only when touched.
+  std::size_t arena_bytes = std::size_t{256} << 20;
+};
+
+struct QpCaps {
+  std::uint32_t sq_depth = 128;     ///< send WQEs of the largest size the caps allow; 1..4096
+  std::uint32_t rq_depth = 128;     ///< receive WQEs; 1..4096
+  std::uint32_t max_send_sge = 1;   ///< 1..16
+  std::uint32_t max_recv_sge = 1;   ///< 1..16
+  std::uint32_t max_inline = 64;    ///< bytes; 0..512
+};
+
+/// What a peer needs to connect to a QP: plain bytes, send it through any channel.
+struct QpInfo {
+  std::uint32_t qpn = 0;
+  std::int32_t pid = 0;
+  char arena[64] = {};
+};
+
+struct ConnectAttr {
+  std::uint32_t access = kRemoteWrite | kRemoteRead | kRemoteAtomic;  ///< granted to the peer
+  std::uint8_t min_rnr_timer = 12;  ///< IB encoding 0..31 (12 = 0.64 ms): how long peers back off
+  std::uint8_t rnr_retry = 6;       ///< 0..7; 7 = retry forever
+};
+
+class ProtectionDomain;
+class MemoryRegion;
+class CompletionQueue;
+class QueuePair;
+
+namespace detail {
+class Provider;
+struct PdImpl;
+struct MrImpl;
+struct CqImpl;
+struct QpImpl;
+}  // namespace detail
+
+class Device {
+ public:
+  /// Open a provider by name. "soft" (the software HCA) is always available.
+  static std::unique_ptr<Device> open(std::string_view name = "soft", const DeviceOptions& = {});
+  /// Names open() accepts on this machine.
+  static std::vector<std::string> list();
+
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const std::string& name() const;
+  std::unique_ptr<ProtectionDomain> alloc_pd();
+  std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth);
+
+  /// Memory other processes' QPs can reach once registered (64-byte aligned).
+  void* alloc(std::size_t bytes);
+  /// Free memory from alloc(); throws if a memory region still covers it.
+  void free(void* p);
+
+  /// The next asynchronous error, if any (CQ overrun, fatal QP error).
+  std::optional<AsyncEvent> poll_async_event();
+
+  /// Raise the abort flag every handle of this device watches: all device-side waits end
+  /// with Status::kAborted. Irreversible for this device.
+  void abort();
+
+ private:
+  explicit Device(std::unique_ptr<detail::Provider> p);
+  std::unique_ptr<detail::Provider> provider_;
+  friend class ProtectionDomain;
+};
+
+class ProtectionDomain {
+ public:
+  ~ProtectionDomain();
+  /// Register [addr, addr + length) with the given access. Remote write or atomic access
+  /// requires kLocalWrite too (as in ibv_reg_mr).
+  std::unique_ptr<MemoryRegion> reg_mr(void* addr, std::size_t length, std::uint32_t access);
+  std::unique_ptr<QueuePair> create_qp(CompletionQueue& send_cq, CompletionQueue& recv_cq,
+                                       const QpCaps& caps = {});
+  std::uint32_t pdn() const;
+
+ private:
+  friend class Device;
+  explicit ProtectionDomain(std::unique_ptr<detail::PdImpl> impl);
+  std::unique_ptr<detail::PdImpl> impl_;
+};
+
+class MemoryRegion {
+ public:
+  ~MemoryRegion();  ///< deregisters: later uses of the keys fail with protection errors
+  std::uint32_t lkey() const;
+  std::uint32_t rkey() const;
+  void* addr() const;
+  std::size_t length() const;
+
+ private:
+  friend class ProtectionDomain;
+  explicit MemoryRegion(std::unique_ptr<detail::MrImpl> impl);
+  std::unique_ptr<detail::MrImpl> impl_;
+};
+
+class CompletionQueue {
+ public:
+  ~CompletionQueue();
+  std::uint32_t cqn() const;
+  std::uint32_t entries() const;  ///< depth rounded up to a power of two
+  ib::CqHandle device_handle() const;
+
+ private:
+  friend class Device;
+  friend class ProtectionDomain;
+  explicit CompletionQueue(std::shared_ptr<detail::CqImpl> impl);
+  std::shared_ptr<detail::CqImpl> impl_;
+};
+
+class QueuePair {
+ public:
+  ~QueuePair();
+  std::uint32_t qpn() const;
+  QpState state() const;
+  QpInfo info() const;
+
+  void modify_to_init(std::uint32_t access = kRemoteWrite | kRemoteRead | kRemoteAtomic);
+  void modify_to_rtr(const QpInfo& remote, std::uint8_t min_rnr_timer = 12);
+  void modify_to_rts(std::uint8_t rnr_retry = 6);
+  void modify_to_error();
+  /// RESET -> INIT -> RTR -> RTS towards `remote`. A QP connects once.
+  void connect(const QpInfo& remote, const ConnectAttr& attr = {});
+
+  ib::QpHandle device_handle() const;
+
+ private:
+  friend class ProtectionDomain;
+  explicit QueuePair(std::unique_ptr<detail::QpImpl> impl);
+  std::unique_ptr<detail::QpImpl> impl_;
+};
+
+/// "QP 0x41 WQE 12: remote access error (syndrome 0x13)": for printing completions.
+std::string describe(const ib::Completion& c);
+
+}  // namespace gv

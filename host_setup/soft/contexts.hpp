@@ -1,0 +1,104 @@
+// The software HCA's state, as it lies in a device arena: one shared-memory segment per soft
+// Device holding every ring, doorbell, table and (for memory allocated through the device)
+// user buffer. Engines in other processes map the arena to act as responder for our QPs, so
+// everything here is position-independent (offsets, never pointers) and fixed-layout.
+//
+// Writers: tables are written by the owning process's host library; engine progress fields
+// by exactly one engine each, as marked. Cross-process fields are accessed atomically.
+#pragma once
+#include <cstdint>
+
+#include <gpuverbs/ib/mlx5_format.hpp>
+
+namespace gv::soft {
+
+inline constexpr std::uint64_t kArenaMagic = 0x6770757665726273ull;  // "gpuverbs"
+inline constexpr std::uint32_t kArenaVersion = 1;
+inline constexpr std::uint32_t kQpnBase = 0x40;     ///< qpn = kQpnBase + slot
+inline constexpr std::uint32_t kMaxPathLen = 64;
+inline constexpr std::uint32_t kAsyncEventSlots = 64;
+
+/// Access flags: the ibv_access_flags values.
+enum Access : std::uint32_t {
+  kAccessLocalWrite = 1,
+  kAccessRemoteWrite = 2,
+  kAccessRemoteRead = 4,
+  kAccessRemoteAtomic = 8,
+};
+
+enum class QpState : std::uint32_t { kReset = 0, kInit, kRtr, kRts, kError };
+
+enum class AsyncEventType : std::uint32_t {
+  kCqOverrun = 1,       ///< a CQE found no room: the CQ and its QPs are in error
+  kQpFatal = 2,         ///< a QP entered the error state outside a completion (doorbell fault)
+};
+
+struct AsyncEvent {
+  AsyncEventType type;
+  std::uint32_t number;  ///< CQN or QPN
+  std::uint64_t detail;  ///< kCqOverrun: producer index; kQpFatal: offending doorbell
+};
+
+/// Memory region table entry. `key` is written last on registration (release) and cleared
+/// first on deregistration; 0 marks a free slot. lkey == rkey == key.
+struct MrEntry {
+  std::uint32_t key;
+  std::uint32_t access;
+  std::uint32_t pdn;
+  std::uint32_t in_arena;     ///< 1: the range lies in the owner's arena at arena_off
+  std::uint64_t addr;         ///< start, in the owner's address space
+  std::uint64_t length;
+  std::uint64_t arena_off;
+};
+
+struct CqCtx {
+  std::uint32_t cqn;          ///< 0: free slot
+  std::uint32_t log_cqes;
+  std::uint64_t ring_off;
+  std::uint64_t dbrec_off;
+  std::uint64_t produced;     ///< next CQE index; claimed by fetch_add from any engine
+  std::uint32_t error;        ///< 1 after an overrun (CqHandle::error points here)
+  std::uint32_t pad;
+};
+
+struct QpCtx {
+  // ---- written by the owning host library ----
+  std::uint32_t qpn;          ///< 0: free slot
+  std::uint32_t state;        ///< QpState; engines may move it to kError
+  std::uint32_t pdn;
+  std::uint32_t access;       ///< remote access the QP grants as responder
+  std::uint32_t send_cq;      ///< CQ slot in this arena
+  std::uint32_t recv_cq;
+  std::uint64_t sq_off, rq_off, dbrec_off, doorbell_off;
+  std::uint32_t sq_bbs, rq_wqes, rq_stride_shift, max_recv_sge;
+  std::uint32_t max_send_sge, max_inline;
+  std::uint32_t rnr_retry;    ///< 0..7; 7 retries forever (IB semantics)
+  std::uint32_t min_rnr_timer;  ///< IB encoding 0..31
+  std::uint32_t peer_qpn;
+  std::int32_t peer_pid;
+  char peer_arena[kMaxPathLen];  ///< how to map the peer's arena ("/proc/<pid>/fd/<fd>")
+  // ---- requester progress: this arena's engine only ----
+  std::uint64_t sq_head;      ///< next WQEBB to execute
+  std::uint64_t sq_rung;      ///< WQEBBs covered by the last doorbell seen
+  std::uint64_t last_doorbell;
+  std::uint32_t rnr_left;     ///< retries left for the WQE at sq_head (valid if rnr_active)
+  std::uint32_t rnr_active;
+  std::uint64_t rnr_resume_ns;
+  // ---- responder progress: claimed with CAS by the peer's engine (deliveries) and by
+  //      this arena's engine (flushes after an error) ----
+  std::uint64_t rq_head;      ///< next receive WQE to consume
+};
+
+struct ArenaHeader {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::int32_t pid;
+  std::uint64_t size;
+  std::uint32_t max_mrs, max_qps, max_cqs;
+  std::uint32_t abort;        ///< raised by Device::abort(); every handle's abort points here
+  std::uint64_t mr_table_off, qp_table_off, cq_table_off, heap_off;
+  std::uint64_t events_head;  ///< async events produced (fetch_add); ring of kAsyncEventSlots
+  AsyncEvent events[kAsyncEventSlots];
+};
+
+}  // namespace gv::soft

@@ -1,0 +1,68 @@
+// The provider interface behind gv::Device: who creates queues and executes work requests.
+// Internal to host_setup; the public classes in verbs.hpp validate arguments and forward here.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <gpuverbs/host/verbs.hpp>
+#include <gpuverbs/ib/handles.hpp>
+
+namespace gv::detail {
+
+struct CqDesc {
+  std::uint32_t cqn = 0;
+  std::uint32_t entries = 0;
+};
+
+/// Everything create_qp decides before the provider builds the queues.
+struct QpLayout {
+  std::uint32_t pdn = 0;
+  std::uint32_t send_cqn = 0, recv_cqn = 0;
+  std::uint32_t sq_bbs = 0, rq_wqes = 0, rq_stride_shift = 0;
+  QpCaps caps;
+};
+
+struct QpConnect {
+  QpInfo remote;
+  std::uint8_t min_rnr_timer = 12;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+  virtual const std::string& name() const = 0;
+
+  virtual void* alloc(std::size_t bytes) = 0;
+  virtual void free(void* p) = 0;
+
+  virtual std::uint32_t alloc_pd() = 0;
+  virtual void dealloc_pd(std::uint32_t pdn) = 0;
+  /// Returns the key (lkey == rkey).
+  virtual std::uint32_t reg_mr(std::uint32_t pdn, void* addr, std::size_t len,
+                               std::uint32_t access) = 0;
+  virtual void dereg_mr(std::uint32_t key) = 0;
+
+  virtual CqDesc create_cq(std::uint32_t entries) = 0;
+  virtual void destroy_cq(std::uint32_t cqn) = 0;
+  /// Handle without the QP bindings (filled by the caller).
+  virtual ib::CqHandle cq_handle(std::uint32_t cqn) const = 0;
+
+  virtual std::uint32_t create_qp(const QpLayout& layout) = 0;
+  virtual void destroy_qp(std::uint32_t qpn) = 0;
+  virtual QpState qp_state(std::uint32_t qpn) const = 0;
+  virtual QpInfo qp_info(std::uint32_t qpn) const = 0;
+  virtual void modify_to_init(std::uint32_t qpn, std::uint32_t access) = 0;
+  virtual void modify_to_rtr(std::uint32_t qpn, const QpConnect& c) = 0;
+  virtual void modify_to_rts(std::uint32_t qpn, std::uint8_t rnr_retry) = 0;
+  virtual void modify_to_error(std::uint32_t qpn) = 0;
+  virtual ib::QpHandle qp_handle(std::uint32_t qpn) const = 0;
+
+  virtual std::optional<AsyncEvent> poll_async_event() = 0;
+  virtual void abort() = 0;
+};
+
+std::unique_ptr<Provider> open_soft_provider(const DeviceOptions& opt);
+
+}  // namespace gv::detail

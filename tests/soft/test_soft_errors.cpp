@@ -1,0 +1,310 @@
+// Every error path of the software HCA: the error CQE with the mlx5 syndrome, the QP moved to
+// the error state, later WQEs flushed, and asynchronous errors for what no CQE can carry.
+#include <thread>
+
+#include "soft_fixture.hpp"
+
+namespace gvt {
+namespace {
+
+class SoftErrors : public ::testing::Test {
+ protected:
+  void SetUp() override { Build({}); }
+
+  void Build(const gv::ConnectAttr& attr, std::uint32_t cq_depth = 256) {
+    b_buf.reset();
+    a_buf.reset();
+    a.reset();
+    b.reset();
+    if (!dev) dev = gv::Device::open("soft");
+    a = std::make_unique<Endpoint>(*dev, gv::QpCaps{}, cq_depth);
+    b = std::make_unique<Endpoint>(*dev, gv::QpCaps{}, cq_depth);
+    connect_pair(*a, *b, attr);
+    a_buf = std::make_unique<Buffer>(*dev, *a->pd, 1 << 16, kAllAccess, 1);
+    b_buf = std::make_unique<Buffer>(*dev, *b->pd, 1 << 16, kAllAccess, 2);
+  }
+
+  void TearDown() override {
+    b_buf.reset();
+    a_buf.reset();
+    a.reset();
+    b.reset();
+  }
+
+  /// Post a write; expect an error CQE with `syndrome`, the QP in ERR, and a following
+  /// signaled write flushed.
+  void ExpectRequesterError(const SendWr& wr, std::uint8_t syndrome) {
+    post_ok(*a, wr);
+    const Completion c = wait_cqe(*a);
+    EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
+    EXPECT_EQ(c.syndrome, syndrome) << gv::describe(c);
+    EXPECT_EQ(c.qpn, a->qp->qpn());
+    EXPECT_EQ(c.wqe_counter, 0);
+    EXPECT_TRUE(c.is_send());
+    EXPECT_EQ(a->qp->state(), gv::QpState::kError);
+    ExpectFlushed();
+  }
+
+  void ExpectFlushed() {
+    const Sge s = a_buf->sge(0, 8);
+    // Unsignaled, and aimed nowhere: a flushed WQE is never executed or checked.
+    post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, 0, 0, 0));
+    const Completion f = wait_cqe(*a);
+    EXPECT_EQ(f.status, Status::kCompletionError);
+    EXPECT_EQ(f.syndrome, m5::kSyndWrFlushErr) << gv::describe(f);
+  }
+
+  std::unique_ptr<gv::Device> dev;
+  std::unique_ptr<Endpoint> a, b;
+  std::unique_ptr<Buffer> a_buf, b_buf;
+};
+
+TEST_F(SoftErrors, BadLkeyIsLocalProtectionError) {
+  const Sge s{a_buf->addr(), 64, a_buf->mr->lkey() ^ 0x100};
+  ExpectRequesterError(make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()),
+                       m5::kSyndLocalProtErr);
+}
+
+TEST_F(SoftErrors, LocalOutOfBoundsIsLocalProtectionError) {
+  const Sge s = a_buf->sge((1 << 16) - 8, 16);
+  ExpectRequesterError(make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()),
+                       m5::kSyndLocalProtErr);
+}
+
+TEST_F(SoftErrors, ReadIntoReadOnlyMemoryIsLocalProtectionError) {
+  auto* mem = dev->alloc(4096);
+  auto ro = a->pd->reg_mr(mem, 4096, gv::kRemoteRead);
+  const Sge s{reinterpret_cast<std::uint64_t>(mem), 64, ro->lkey()};
+  ExpectRequesterError(make_wr(WrOpcode::kRdmaRead, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()),
+                       m5::kSyndLocalProtErr);
+  ro.reset();
+  dev->free(mem);
+}
+
+TEST_F(SoftErrors, LkeyOfAnotherProtectionDomainIsRejected) {
+  // b_buf is registered in b's PD; a may not use it as a local buffer.
+  const Sge s = b_buf->sge(0, 64);
+  ExpectRequesterError(make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()),
+                       m5::kSyndLocalProtErr);
+}
+
+TEST_F(SoftErrors, BadRkeyIsRemoteAccessError) {
+  const Sge s = a_buf->sge(0, 64);
+  ExpectRequesterError(make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey() + 1),
+                       m5::kSyndRemoteAccessErr);
+}
+
+TEST_F(SoftErrors, RemoteOutOfBoundsIsRemoteAccessError) {
+  const Sge s = a_buf->sge(0, 64);
+  ExpectRequesterError(
+      make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr((1 << 16) - 32), b_buf->mr->rkey()),
+      m5::kSyndRemoteAccessErr);
+}
+
+TEST_F(SoftErrors, WriteWithoutRemoteWriteRightIsRemoteAccessError) {
+  auto* mem = dev->alloc(4096);
+  auto ro = b->pd->reg_mr(mem, 4096, gv::kRemoteRead);
+  const Sge s = a_buf->sge(0, 64);
+  ExpectRequesterError(
+      make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, reinterpret_cast<std::uint64_t>(mem), ro->rkey()),
+      m5::kSyndRemoteAccessErr);
+  ro.reset();
+  dev->free(mem);
+}
+
+TEST_F(SoftErrors, QpAccessFlagsAreEnforcedAtTheResponder) {
+  gv::ConnectAttr attr;
+  attr.access = gv::kRemoteRead;  // the responder QP grants no remote write
+  Build(attr);
+  const Sge s = a_buf->sge(0, 64);
+  ExpectRequesterError(make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()),
+                       m5::kSyndRemoteAccessErr);
+}
+
+TEST_F(SoftErrors, DeregisteredMemoryFails) {
+  const std::uint32_t rkey = b_buf->mr->rkey();
+  b_buf->mr.reset();
+  const Sge s = a_buf->sge(0, 64);
+  ExpectRequesterError(make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), rkey),
+                       m5::kSyndRemoteAccessErr);
+  b_buf->mr = b->pd->reg_mr(b_buf->p, b_buf->n, kAllAccess);
+  EXPECT_NE(b_buf->mr->rkey(), rkey) << "a re-registration must not revive the old key";
+}
+
+TEST_F(SoftErrors, MisalignedAtomicIsRemoteInvalidRequest) {
+  const Sge s = a_buf->sge(0, 8);
+  SendWr wr = make_wr(WrOpcode::kAtomicFetchAdd, &s, 1, gv::ib::kWrSignaled, b_buf->addr(4), b_buf->mr->rkey());
+  ExpectRequesterError(wr, m5::kSyndRemoteInvalReqErr);
+}
+
+TEST_F(SoftErrors, MalformedWqeIsLocalQpOperationError) {
+  // Corrupt the opcode of a WQE after writing it, before the doorbell: the engine must refuse
+  // it as ConnectX does.
+  const Sge s = a_buf->sge(0, 8);
+  const SendWr wr = make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey());
+  std::uint64_t start = 0;
+  ASSERT_EQ(gv::ib::wq_reserve<Ownership::kExclusive>(&a->h.state->sq, a->h.sq_bbs, 1, start, {}, nullptr),
+            Status::kOk);
+  gv::ib::sq_write_wqe(a->h, start, wr);
+  a->h.sq[3] = std::byte{0x77};  // opcode byte of the control segment (big-endian word 0)
+  gv::ib::sq_ring_doorbell(a->h, start + 1, start);
+  gv::ib::wq_pass_turn(&a->h.state->sq, start + 1);
+  const Completion c = wait_cqe(*a);
+  EXPECT_EQ(c.syndrome, m5::kSyndLocalQpOpErr) << gv::describe(c);
+  EXPECT_EQ(a->qp->state(), gv::QpState::kError);
+}
+
+TEST_F(SoftErrors, DoorbellNamingAnotherQpIsAnAsyncFatalError) {
+  const Sge s = a_buf->sge(0, 8);
+  const SendWr wr = make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey());
+  std::uint64_t start = 0;
+  ASSERT_EQ(gv::ib::wq_reserve<Ownership::kExclusive>(&a->h.state->sq, a->h.sq_bbs, 1, start, {}, nullptr),
+            Status::kOk);
+  gv::ib::sq_write_wqe(a->h, start, wr);
+  gv::sync::store_release(&a->h.dbrec->snd.raw, gv::be32::from(1).raw);
+  std::uint64_t db;
+  const gv::ib::mlx5::CtrlSeg bogus = gv::ib::make_ctrl_seg(0, m5::kOpRdmaWrite, 0, b->qp->qpn(), 0, 3, 0, {});
+  std::memcpy(&db, &bogus, 8);
+  gv::sync::store_release(a->h.doorbell, db);
+  std::optional<gv::AsyncEvent> ev;
+  ASSERT_EQ(gv::sync::bounded_wait([&] { return (ev = dev->poll_async_event()).has_value(); }, gv::Budget{}, nullptr),
+            Status::kOk);
+  EXPECT_EQ(ev->type, gv::AsyncEvent::Type::kQpFatal);
+  EXPECT_EQ(ev->number, a->qp->qpn());
+  EXPECT_NE(ev->message.find("doorbell"), std::string::npos) << ev->message;
+  EXPECT_EQ(a->qp->state(), gv::QpState::kError);
+  // The WQE that was posted is flushed.
+  const Completion c = wait_cqe(*a);
+  EXPECT_EQ(c.syndrome, m5::kSyndWrFlushErr) << gv::describe(c);
+}
+
+TEST_F(SoftErrors, SendLongerThanReceiveBufferFailsBothSides) {
+  const Sge r = b_buf->sge(0, 16);
+  post_recv_ok(*b, &r, 1);
+  const Sge s = a_buf->sge(0, 17);
+  ExpectRequesterError(make_wr(WrOpcode::kSend, &s, 1, gv::ib::kWrSignaled), m5::kSyndRemoteInvalReqErr);
+  const Completion rc = wait_cqe(*b);
+  EXPECT_EQ(rc.status, Status::kCompletionError);
+  EXPECT_EQ(rc.syndrome, m5::kSyndLocalLengthErr) << gv::describe(rc);
+  EXPECT_FALSE(rc.is_send());
+  EXPECT_EQ(b->qp->state(), gv::QpState::kError);
+}
+
+TEST_F(SoftErrors, ReceiveIntoBadLkeyIsRemoteOperationError) {
+  const Sge r{b_buf->addr(), 64, 0xbad00};
+  post_recv_ok(*b, &r, 1);
+  const Sge s = a_buf->sge(0, 8);
+  ExpectRequesterError(make_wr(WrOpcode::kSend, &s, 1, gv::ib::kWrSignaled), m5::kSyndRemoteOpErr);
+  const Completion rc = wait_cqe(*b);
+  EXPECT_EQ(rc.syndrome, m5::kSyndLocalProtErr) << gv::describe(rc);
+}
+
+TEST_F(SoftErrors, EmptyReceiveQueueRetriesThenFails) {
+  gv::ConnectAttr attr;
+  attr.rnr_retry = 3;
+  attr.min_rnr_timer = 1;  // 10 us
+  Build(attr);
+  const Sge s = a_buf->sge(0, 8);
+  const std::uint64_t t0 = gv::sync::now_ns();
+  ExpectRequesterError(make_wr(WrOpcode::kSend, &s, 1, gv::ib::kWrSignaled), m5::kSyndRnrRetryExcErr);
+  EXPECT_GE(gv::sync::now_ns() - t0, 3 * 10'000u) << "three RNR back-offs of 10 us each";
+}
+
+TEST_F(SoftErrors, ReceivePostedDuringRnrBackoffIsUsed) {
+  gv::ConnectAttr attr;
+  attr.rnr_retry = 7;        // retry forever
+  attr.min_rnr_timer = 12;   // 0.64 ms
+  Build(attr);
+  const Sge s = a_buf->sge(0, 8);
+  post_ok(*a, make_wr(WrOpcode::kSend, &s, 1, gv::ib::kWrSignaled));
+  expect_no_cqe(*a, 5'000'000);
+  const Sge r = b_buf->sge(100, 8);
+  post_recv_ok(*b, &r, 1);
+  const Completion c = wait_cqe(*a);
+  EXPECT_TRUE(c.ok()) << gv::describe(c);
+  EXPECT_TRUE(wait_cqe(*b).ok());
+  EXPECT_EQ(std::memcmp(b_buf->p + 100, a_buf->p, 8), 0);
+}
+
+TEST_F(SoftErrors, PeerNotReadyIsTransportRetryExceeded) {
+  // c is in INIT: it never accepts traffic, so the requester's retries run out.
+  auto c = std::make_unique<Endpoint>(*dev);
+  c->qp->modify_to_init();
+  auto d = std::make_unique<Endpoint>(*dev);
+  d->qp->connect(c->qp->info());
+  d->take_handles();
+  const std::uint64_t word = 42;
+  const Sge s{reinterpret_cast<std::uint64_t>(&word), 8, 0};
+  post_ok(*d, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled | gv::ib::kWrInline, b_buf->addr(),
+                      b_buf->mr->rkey()));
+  const Completion e = wait_cqe(*d);
+  EXPECT_EQ(e.syndrome, m5::kSyndTransportRetryExcErr) << gv::describe(e);
+}
+
+TEST_F(SoftErrors, ModifyToErrorFlushesPostedReceivesAndSends) {
+  const Sge r = b_buf->sge(0, 8);
+  post_recv_ok(*b, &r, 1);
+  post_recv_ok(*b, &r, 1);
+  b->qp->modify_to_error();
+  for (int i = 0; i < 2; ++i) {
+    const Completion c = wait_cqe(*b);
+    EXPECT_EQ(c.syndrome, m5::kSyndWrFlushErr) << gv::describe(c);
+    EXPECT_FALSE(c.is_send());
+    EXPECT_EQ(c.wqe_counter, i);
+  }
+  a->qp->modify_to_error();
+  ExpectFlushed();
+}
+
+TEST_F(SoftErrors, CqOverrunIsAnAsynchronousError) {
+  Build({}, 4);
+  const Sge s = a_buf->sge(0, 8);
+  for (int i = 0; i < 5; ++i)
+    post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()));
+  std::optional<gv::AsyncEvent> ev;
+  ASSERT_EQ(gv::sync::bounded_wait([&] { return (ev = dev->poll_async_event()).has_value(); }, gv::Budget{}, nullptr),
+            Status::kOk);
+  EXPECT_EQ(ev->type, gv::AsyncEvent::Type::kCqOverrun);
+  EXPECT_EQ(ev->number, a->cq->cqn());
+  EXPECT_NE(ev->message.find("overran"), std::string::npos) << ev->message;
+  EXPECT_EQ(a->qp->state(), gv::QpState::kError);
+  // The four CQEs that fitted are there; then the poller learns of the overrun.
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(wait_cqe(*a).ok());
+  Completion c;
+  EXPECT_EQ(gv::ib::try_poll_cq<Ownership::kExclusive>(a->ch, c), Status::kCqOverrun);
+}
+
+TEST_F(SoftErrors, AbortEndsEveryWait) {
+  std::thread raiser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    dev->abort();
+  });
+  Completion c;
+  const std::uint64_t t0 = gv::sync::now_ns();
+  EXPECT_EQ(gv::ib::poll_cq<Ownership::kExclusive>(a->ch, c, gv::Budget{10'000'000'000ull}), Status::kAborted);
+  EXPECT_LT(gv::sync::now_ns() - t0, 5'000'000'000ull);
+  raiser.join();
+}
+
+TEST_F(SoftErrors, PollTimesOutWithoutWork) {
+  Completion c;
+  EXPECT_EQ(gv::ib::poll_cq<Ownership::kExclusive>(a->ch, c, gv::Budget{1'000'000}), Status::kTimeout);
+}
+
+TEST_F(SoftErrors, DeviceRejectsOversizedInlineAndSgeLists) {
+  std::uint8_t big[65] = {};
+  const Sge s{reinterpret_cast<std::uint64_t>(big), 65, 0};  // default max_inline is 64
+  EXPECT_EQ(gv::ib::post_send<Ownership::kExclusive>(
+                a->h, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrInline, b_buf->addr(), b_buf->mr->rkey())),
+            Status::kInvalidArgument);
+  const Sge two[2] = {a_buf->sge(0, 8), a_buf->sge(8, 8)};  // default max_send_sge is 1
+  EXPECT_EQ(gv::ib::post_send<Ownership::kExclusive>(
+                a->h, make_wr(WrOpcode::kRdmaWrite, two, 2, 0, b_buf->addr(), b_buf->mr->rkey())),
+            Status::kInvalidArgument);
+  const Sge r[2] = {b_buf->sge(0, 8), b_buf->sge(8, 8)};
+  EXPECT_EQ(gv::ib::post_recv<Ownership::kExclusive>(b->h, r, 2), Status::kInvalidArgument);
+  EXPECT_EQ(a->h.state->sq.reserved, 0u) << "a rejected request reserves nothing";
+}
+
+}  // namespace
+}  // namespace gvt
