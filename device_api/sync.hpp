@@ -13,6 +13,8 @@
 #include <cuda/atomic>
 #endif
 #if !GV_DEVICE_PASS
+#include <sched.h>
+
 #include <atomic>
 #include <ctime>
 #endif
@@ -90,6 +92,9 @@ GV_HD GV_INLINE void spin_pause() {
 
 /// Spin until pred() holds, the budget runs out, or the host raises *abort (may be null).
 /// The clock and the abort flag are read every 64 spins, so a ready predicate costs one test.
+/// On the host, a wait that has spun for a while yields the core at those points: with more
+/// spinning threads than cores (engine + pollers on a small machine) pure spinning would
+/// leave the thread that must make progress waiting for a scheduler tick.
 template <class Pred>
 GV_HD GV_INLINE Status bounded_wait(Pred&& pred, Budget budget, const std::uint32_t* abort) {
   if (pred()) return Status::kOk;
@@ -99,6 +104,9 @@ GV_HD GV_INLINE Status bounded_wait(Pred&& pred, Budget budget, const std::uint3
     if ((i & 63u) == 0) {
       if (abort != nullptr && load_relaxed(abort) != 0) return Status::kAborted;
       if (now_ns() - start > budget.ns) return pred() ? Status::kOk : Status::kTimeout;
+#if !GV_DEVICE_PASS
+      if (i > 4096) sched_yield();
+#endif
     }
     spin_pause();
   }
