@@ -3,6 +3,8 @@
 //   gv::ib::post_send<Ownership>(qp, wr)         one WQE, one doorbell
 //   gv::ib::post_send_batch<Ownership>(qp, wrs, n) n WQEs, one doorbell
 //   gv::ib::post_recv<Ownership>(qp, sgl, n)      one receive WQE
+//   gv::ib::post_send_warp<Ownership>(qp, wr)    a warp writes one WQE, a lane per octoword (GPU)
+//   gv::ib::post_send_warp_batch<Ownership>(qp, wr) a WQE per lane, one doorbell (GPU)
 //   gv::ib::poll_cq<Ownership>(cq, completion)    wait (bounded) for one completion
 //   gv::ib::try_poll_cq<Ownership>(cq, completion) take one if ready
 //
@@ -13,6 +15,7 @@
 #include "ib/mlx5_format.hpp"
 #include "ib/poll.hpp"
 #include "ib/post.hpp"
+#include "ib/post_warp.hpp"
 #include "ib/ring.hpp"
 #include "ib/work_request.hpp"
 #include "status.hpp"

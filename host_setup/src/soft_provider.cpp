@@ -20,6 +20,10 @@
 #include "../soft/hca.hpp"
 #include "provider.hpp"
 
+#if GPUVERBS_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 namespace gv::detail {
 namespace {
 
@@ -221,12 +225,24 @@ class SoftProvider final : public Provider {
     h->heap_off = off = (off + 4095) & ~std::uint64_t{4095};
     heap_.init(off, size);
     mr_tags_.assign(kMaxMrs, 0);
+    if (opt.map_to_gpus) {
+      try {
+        map_to_gpus();
+      } catch (...) {
+        munmap(arena_.base, size_);
+        ::close(fd_);
+        throw;
+      }
+    }
     engine_ = std::thread([this] { engine_loop(); });
   }
 
   ~SoftProvider() override {
     stop_.store(true);
     engine_.join();
+#if GPUVERBS_HAVE_CUDA
+    if (gpu_mapped_) (void)cudaHostUnregister(arena_.base);
+#endif
     munmap(arena_.base, size_);
     ::close(fd_);
   }
@@ -261,6 +277,31 @@ class SoftProvider final : public Provider {
     heap_.release(off);
   }
 
+  /// Pin the arena and map it into every GPU at its host addresses (UVA), so the handles'
+  /// pointers are valid in kernels too.
+  void map_to_gpus() {
+#if GPUVERBS_HAVE_CUDA
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+      (void)cudaGetLastError();
+      throw Error(std::string("Device::open(soft): map_to_gpus needs a GPU; the CUDA runtime says: ") +
+                  (e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device"));
+    }
+    e = cudaHostRegister(arena_.base, size_, cudaHostRegisterMapped | cudaHostRegisterPortable);
+    if (e != cudaSuccess)
+      throw Error(std::string("Device::open(soft): cudaHostRegister of the arena failed: ") + cudaGetErrorString(e));
+    gpu_mapped_ = true;
+    void* dptr = nullptr;
+    e = cudaHostGetDevicePointer(&dptr, arena_.base, 0);
+    if (e != cudaSuccess || dptr != arena_.base)
+      throw Error("Device::open(soft): this GPU cannot use host pointers of registered memory "
+                  "(no unified addressing); kernels could not use the handles");
+#else
+    throw Error("Device::open(soft): map_to_gpus needs gpuverbs built with CUDA (nvcc was not found)");
+#endif
+  }
+
   // ---- protection domains and memory regions ----
   std::uint32_t alloc_pd() override {
     std::lock_guard lk(mu_);
@@ -270,6 +311,7 @@ class SoftProvider final : public Provider {
 
   std::uint32_t reg_mr(std::uint32_t pdn, void* addr, std::size_t len,
                        std::uint32_t access) override {
+    reject_gpu_memory(addr);
     std::lock_guard lk(mu_);
     const auto a = reinterpret_cast<std::uintptr_t>(addr);
     const std::uint64_t off = arena_offset(addr);
@@ -500,6 +542,19 @@ class SoftProvider final : public Provider {
                : 0;
   }
 
+  /// The CPU engine moves data with host loads and stores: GPU memory is not yet served.
+  static void reject_gpu_memory(const void* addr) {
+#if GPUVERBS_HAVE_CUDA
+    cudaPointerAttributes at{};
+    if (cudaPointerGetAttributes(&at, addr) == cudaSuccess && at.type == cudaMemoryTypeDevice)
+      throw Error("reg_mr: the soft provider's CPU engine cannot reach GPU memory yet; register "
+                  "host memory from Device::alloc (open the device with map_to_gpus for kernels)");
+    (void)cudaGetLastError();
+#else
+    (void)addr;
+#endif
+  }
+
   std::uint64_t heap_alloc_or_throw(const char* who, std::uint64_t bytes, std::uint64_t align) {
     const std::uint64_t off = heap_.alloc(bytes, align);
     if (off == 0)
@@ -551,6 +606,7 @@ class SoftProvider final : public Provider {
   std::uint64_t qp_state_off_[kMaxQps] = {};
   std::uint32_t last_pdn_ = 0;
   std::uint64_t events_read_ = 0;
+  bool gpu_mapped_ = false;
   std::atomic<std::uint32_t> qp_high_{0};
   std::atomic<bool> stop_{false};
   std::mutex mu_;  ///< guards tables and heap; the engine holds it for each sweep

@@ -56,8 +56,12 @@ struct AsyncEvent {
 
 struct DeviceOptions {
   /// Bytes of provider memory (rings, tables, and Device::alloc buffers). Reserved sparsely:
-  /// pages cost memory only when touched.
-  std::size_t arena_bytes = std::size_t{256} << 20;
+  /// pages cost memory only when touched (or when mapped to the GPUs, which pins them).
+  std::size_t arena_bytes = std::size_t{64} << 20;
+  /// Make the provider's memory (queues, doorbells, Device::alloc buffers) usable from GPU
+  /// kernels: pinned and mapped into every GPU at the same addresses, so device handles work
+  /// in kernels. Needs a CUDA build and a GPU; open() says so if either is missing.
+  bool map_to_gpus = false;
 };
 
 struct QpCaps {
