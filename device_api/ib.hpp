@@ -8,6 +8,9 @@
 //   gv::ib::poll_cq<Ownership>(cq, completion)    wait (bounded) for one completion
 //   gv::ib::try_poll_cq<Ownership>(cq, completion) take one if ready
 //
+// Ownership: kShared is safe for any number of threads and blocks; kExclusive is for a queue
+// one thread (or warp) owns. A queue (SQ, RQ, CQ) keeps one ownership mode for its life.
+//
 // Formats: ib/mlx5_format.hpp. Encoders: ib/encode.hpp. Handles: ib/handles.hpp.
 #pragma once
 #include "ib/encode.hpp"

@@ -21,15 +21,28 @@
 
 namespace gv::sync {
 
+/// Who must observe an ordering: threads of this GPU (or of this host), or everyone in the
+/// system (the host CPU, a NIC, peer GPUs). System scope costs a full fence on the GPU
+/// (microseconds when PCIe writes are in flight), so queues record their executor's scope
+/// and only the stores that executor reads pay for it.
+enum class Scope : std::uint32_t { kGpu = 0, kSystem = 1 };
+
 #if GV_DEVICE_PASS
+/// Counters shared by the posters and pollers of one GPU: device scope.
 template <class T>
-using aref = cuda::atomic_ref<T, cuda::thread_scope_system>;
+using aref = cuda::atomic_ref<T, cuda::thread_scope_device>;
+template <class T>
+using aref_sys = cuda::atomic_ref<T, cuda::thread_scope_system>;
 #define GV_MO(x) cuda::std::memory_order_##x
 #else
 template <class T>
 using aref = std::atomic_ref<T>;
+template <class T>
+using aref_sys = std::atomic_ref<T>;
 #define GV_MO(x) std::memory_order_##x
 #endif
+
+// ---- Counters (device scope on the GPU) ------------------------------------------------------
 
 template <class T>
 GV_HD GV_INLINE T load_acquire(const T* p) {
@@ -68,6 +81,30 @@ GV_HD GV_INLINE bool compare_exchange(T* p, T& expected, T desired) {
   return aref<T>(*p).compare_exchange_strong(expected, desired, GV_MO(acq_rel), GV_MO(acquire));
 }
 
+// ---- Memory another agent writes or reads (explicit scope) --------------------------------------
+
+template <class T>
+GV_HD GV_INLINE T load_acquire(const T* p, Scope s) {
+#if GV_DEVICE_PASS
+  if (s == Scope::kSystem) return aref_sys<T>(*const_cast<T*>(p)).load(GV_MO(acquire));
+#endif
+  (void)s;
+  return aref<T>(*const_cast<T*>(p)).load(GV_MO(acquire));
+}
+template <class T>
+GV_HD GV_INLINE void store_release(T* p, T v, Scope s) {
+#if GV_DEVICE_PASS
+  if (s == Scope::kSystem) return aref_sys<T>(*p).store(v, GV_MO(release));
+#endif
+  (void)s;
+  aref<T>(*p).store(v, GV_MO(release));
+}
+/// Flags the host raises (abort, provider errors): a relaxed load that sees host stores.
+template <class T>
+GV_HD GV_INLINE T load_host_flag(const T* p) {
+  return aref_sys<T>(*const_cast<T*>(p)).load(GV_MO(relaxed));
+}
+
 /// Monotonic nanoseconds: %globaltimer on the GPU, CLOCK_MONOTONIC on the host.
 GV_HD GV_INLINE std::uint64_t now_ns() {
 #if GV_DEVICE_PASS
@@ -102,7 +139,7 @@ GV_HD GV_INLINE Status bounded_wait(Pred&& pred, Budget budget, const std::uint3
   for (std::uint32_t i = 1;; ++i) {
     if (pred()) return Status::kOk;
     if ((i & 63u) == 0) {
-      if (abort != nullptr && load_relaxed(abort) != 0) return Status::kAborted;
+      if (abort != nullptr && load_host_flag(abort) != 0) return Status::kAborted;
       if (now_ns() - start > budget.ns) return pred() ? Status::kOk : Status::kTimeout;
 #if !GV_DEVICE_PASS
       if (i > 4096) sched_yield();
@@ -112,37 +149,32 @@ GV_HD GV_INLINE Status bounded_wait(Pred&& pred, Budget budget, const std::uint3
   }
 }
 
-// ---- Named ordering points -------------------------------------------------------------
-// Each names what it orders; transport code calls these, never a raw fence.
+// ---- Named ordering points -------------------------------------------------------------------
+// Each is the one store or load that orders what its name says, at the scope of the queue's
+// executor (the HCA, the CPU engine, or a GPU engine). Transport code calls these, never a
+// raw fence.
 
-/// WQE stores must reach memory the HCA/engine reads before the doorbell record says the WQE
-/// exists. The dbrec store itself is a release store; this fence also covers WQE bytes written
-/// by other threads of the warp that handed their slot to the publishing thread.
-GV_HD GV_INLINE void wqe_visible_before_dbrec() {
-#if GV_DEVICE_PASS
-  cuda::atomic_thread_fence(cuda::std::memory_order_release, cuda::thread_scope_system);
-#else
-  std::atomic_thread_fence(std::memory_order_release);
-#endif
+/// Store the doorbell record with release: every WQE byte written before it (by this thread,
+/// or by warp lanes that synchronised with it) is visible to the executor first.
+GV_HD GV_INLINE void wqe_visible_before_dbrec(std::uint32_t* dbrec, std::uint32_t be_value, Scope s) {
+  store_release(dbrec, be_value, s);
 }
 
-/// The doorbell record must be visible before the doorbell write that makes the HCA fetch.
-GV_HD GV_INLINE void dbrec_before_doorbell() {
-#if GV_DEVICE_PASS
-  cuda::atomic_thread_fence(cuda::std::memory_order_seq_cst, cuda::thread_scope_system);
-#else
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-#endif
+/// Ring the doorbell with release: the executor that sees it sees the doorbell record too.
+GV_HD GV_INLINE void dbrec_before_doorbell(std::uint64_t* doorbell, std::uint64_t value, Scope s) {
+  store_release(doorbell, value, s);
 }
 
-/// After the owner bit says a CQE is ours, its other bytes (and the data the completion
-/// covers) may be read only after this acquire.
-GV_HD GV_INLINE void cqe_owner_before_payload() {
-#if GV_DEVICE_PASS
-  cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_system);
-#else
-  std::atomic_thread_fence(std::memory_order_acquire);
-#endif
+/// Load a CQE's last word (wqe_counter, signature, op_own) with acquire: once the owner bit
+/// says the CQE is ours, its payload and the data it covers may be read.
+GV_HD GV_INLINE std::uint32_t cqe_owner_before_payload(const std::uint32_t* cqe_tail, Scope s) {
+  return load_acquire(cqe_tail, s);
+}
+
+/// Hand consumed CQEs back with release: our reads of them happen before the producer may
+/// overwrite the slots.
+GV_HD GV_INLINE void cqe_read_before_release(std::uint32_t* cq_dbrec, std::uint32_t be_value, Scope s) {
+  store_release(cq_dbrec, be_value, s);
 }
 
 #undef GV_MO

@@ -137,13 +137,15 @@ void run_postpoll(int reps) {
   CK(cudaMallocHost(&d_ns, sizeof(std::uint64_t)));
   CK(cudaMallocHost(&d_st, sizeof(Status)));
   for (const bool gpu : {true, false}) {
-    Placed mem{gpu, {}};
+    Placed mem{gpu, {}};      // rings, doorbell records, doorbell: where the executor reads
+    Placed gpu_mem{true, {}};  // counters: always where their users (this GPU's threads) are
     gv::ib::QpHandle qp;
     qp.qpn = 0x99;
     qp.sq = mem.alloc<std::byte>(kBbs * 64);
     qp.dbrec = mem.alloc<m5::QpDbrec>(64);
     qp.doorbell = mem.alloc<std::uint64_t>(64);
-    qp.state = mem.alloc<gv::ib::QpState>(sizeof(gv::ib::QpState));
+    qp.state = gpu_mem.alloc<gv::ib::QpState>(sizeof(gv::ib::QpState));  // posters' counters
+    qp.executor = gpu ? gv::sync::Scope::kGpu : gv::sync::Scope::kSystem;
     qp.sq_bbs = kBbs;
     qp.max_send_sge = 1;
     qp.max_inline = 64;
@@ -177,7 +179,8 @@ void run_postpoll(int reps) {
     cq.cqn = 1;
     cq.ring = mem.alloc<m5::Cqe>(kCqes * 64);
     cq.dbrec = mem.alloc<m5::CqDbrec>(64);
-    cq.state = mem.alloc<gv::ib::CqState>(sizeof(gv::ib::CqState));
+    cq.state = gpu_mem.alloc<gv::ib::CqState>(sizeof(gv::ib::CqState));
+    cq.executor = qp.executor;
     cq.log_cqes = gv::ib::log2_pow2(kCqes);
     cq.send_qp = qp.state;
     cq.send_sq = qp.sq;
@@ -196,7 +199,8 @@ void run_postpoll(int reps) {
     std::vector<double> per;
     for (int r = 0; r < reps + 1; ++r) {
       gv::ib::QpState qs{};
-      qs.sq.reserved = qs.sq.published = kBbs;
+      gv::ib::wq_start_at(&qs.sq, 0);
+      qs.sq.reserved = qs.sq.published = kBbs;  // kBbs NOPs posted, none completed
       gv::ib::CqState cs{};
       mem.upload(qp.sq, sq.data(), sq.size());
       mem.upload(cq.ring, cqes.data(), kCqes * 64);
@@ -250,8 +254,10 @@ __global__ void gpu_pingpong_kernel(PingSide a, PingSide b, std::uint32_t bytes,
   };
   auto receive = [&](int i) {
     const auto want = static_cast<std::uint8_t>(i + 1);
-    st = gv::sync::bounded_wait([&] { return gv::sync::load_acquire(&me.in[bytes - 1]) == want; }, gv::Budget{},
-                                me.qp.abort);
+    // The CPU engine writes the message: acquire at system scope.
+    st = gv::sync::bounded_wait(
+        [&] { return gv::sync::load_acquire(&me.in[bytes - 1], gv::sync::Scope::kSystem) == want; }, gv::Budget{},
+        me.qp.abort);
   };
   for (int i = 0; i < iters && st == Status::kOk; ++i) {
     const std::uint64_t t0 = gtime();
@@ -334,26 +340,27 @@ void run_pingpong(const std::vector<std::uint64_t>& sizes, int iters, int warmup
 // ---- anchors ----------------------------------------------------------------------------------
 
 /// Two parties bounce a counter through two flag words; party 0 times each round trip.
-__global__ void flag_pingpong(volatile std::uint32_t* mine, volatile std::uint32_t* theirs, int iters,
-                              bool starts, std::uint64_t* rtt_ns, std::uint32_t* timeouts) {
+__global__ void flag_pingpong(std::uint32_t* mine, std::uint32_t* theirs, int iters, bool starts,
+                              std::uint64_t* rtt_ns, std::uint32_t* timeouts) {
+  constexpr auto kSys = gv::sync::Scope::kSystem;  // the two parties are different GPUs
   if (threadIdx.x != 0) return;
   for (int i = 1; i <= iters; ++i) {
     const std::uint64_t t0 = gtime();
     if (starts) {
-      gv::sync::store_release(const_cast<std::uint32_t*>(theirs), static_cast<std::uint32_t>(i));
-      if (gv::sync::bounded_wait([&] { return gv::sync::load_acquire(const_cast<const std::uint32_t*>(mine)) == static_cast<std::uint32_t>(i); },
+      gv::sync::store_release(theirs, static_cast<std::uint32_t>(i), kSys);
+      if (gv::sync::bounded_wait([&] { return gv::sync::load_acquire(mine, kSys) == static_cast<std::uint32_t>(i); },
                                  gv::Budget{1'000'000'000}, nullptr) != Status::kOk) {
         ++*timeouts;
         return;
       }
       rtt_ns[i - 1] = gtime() - t0;
     } else {
-      if (gv::sync::bounded_wait([&] { return gv::sync::load_acquire(const_cast<const std::uint32_t*>(mine)) == static_cast<std::uint32_t>(i); },
+      if (gv::sync::bounded_wait([&] { return gv::sync::load_acquire(mine, kSys) == static_cast<std::uint32_t>(i); },
                                  gv::Budget{1'000'000'000}, nullptr) != Status::kOk) {
         ++*timeouts;
         return;
       }
-      gv::sync::store_release(const_cast<std::uint32_t*>(theirs), static_cast<std::uint32_t>(i));
+      gv::sync::store_release(theirs, static_cast<std::uint32_t>(i), kSys);
     }
   }
 }

@@ -104,6 +104,24 @@ GV_HD GV_INLINE std::uint64_t payload_bytes(const SendWr& wr) {
   return n;
 }
 
+/// SGEs that take a data segment: zero-length ones take none, since a byte_count of 0 does not
+/// mean "nothing" to the HCA (rdma-core skips them too).
+GV_HD GV_INLINE std::uint32_t nonempty_sges(const Sge* sgl, std::uint32_t n) {
+  std::uint32_t k = 0;
+  for (std::uint32_t i = 0; i < n; ++i) k += sgl[i].length != 0 ? 1u : 0u;
+  return k;
+}
+
+/// The j-th SGE of nonzero length.
+GV_HD GV_INLINE const Sge& nth_nonempty_sge(const Sge* sgl, std::uint32_t j) {
+  std::uint32_t i = 0;
+  for (std::uint32_t seen = 0;; ++i) {
+    if (sgl[i].length == 0) continue;
+    if (seen++ == j) break;
+  }
+  return sgl[i];
+}
+
 /// Octowords before the payload/SG part: ctrl [+ raddr] [+ atomic].
 GV_HD GV_INLINE constexpr std::uint32_t header_octowords(WrOpcode op) {
   return 1u + (has_raddr(op) ? 1u : 0u) + (is_atomic(op) ? 1u : 0u);
@@ -114,10 +132,11 @@ GV_HD GV_INLINE std::uint32_t wqe_ds(const SendWr& wr) {
   if (wr.opcode == WrOpcode::kNop) return 1;
   const std::uint32_t head = header_octowords(wr.opcode);
   if ((wr.flags & kWrInline) && carries_payload(wr.opcode)) {
+    // An empty inline payload takes no inline segment (as rdma-core).
     const std::uint64_t len = payload_bytes(wr);
-    return head + static_cast<std::uint32_t>((sizeof(mlx5::InlineSeg) + len + 15) / 16);
+    return head + (len == 0 ? 0u : static_cast<std::uint32_t>((sizeof(mlx5::InlineSeg) + len + 15) / 16));
   }
-  return head + wr.num_sge;
+  return head + nonempty_sges(wr.sg_list, wr.num_sge);
 }
 
 GV_HD GV_INLINE constexpr std::uint32_t wqe_bbs(std::uint32_t ds) {
@@ -168,7 +187,7 @@ GV_HD GV_INLINE Octoword wqe_octoword(const SendWr& wr, std::uint32_t k, std::ui
     std::memcpy(&o, b, 16);
     return o;
   }
-  const Sge& s = wr.sg_list[j];
+  const Sge& s = nth_nonempty_sge(wr.sg_list, j);
   return as_octoword(make_data_seg(s.length, s.lkey, s.addr));
 }
 

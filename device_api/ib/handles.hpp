@@ -2,12 +2,14 @@
 //
 // Plain structs, taken by value (`__grid_constant__ const QpHandle`). Immutable fields travel
 // in the handle; the counters that posters and pollers advance live in QpState / CqState,
-// in memory every user of the handle shares (GPU global memory for GPU users).
+// in memory every user of the handle shares: GPU global memory for kernels, host memory for
+// host threads (one kind of user per queue; the counters' atomics are device-scope there).
 // Lifetime: the QueuePair / CompletionQueue must outlive every kernel using its handle.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
+#include "../sync.hpp"
 #include "mlx5_format.hpp"
 
 namespace gv::ib {
@@ -18,8 +20,13 @@ inline constexpr std::uint32_t kHandleVersion = 1;
 /// (WQEBBs for the SQ, WQEs for the RQ). Each on its own cache line: posters hammer the
 /// first two, pollers the third.
 struct alignas(64) WqCounters {
-  std::uint64_t reserved = 0;    ///< handed out to posters
-  std::uint8_t pad0[56];
+  std::uint64_t reserved = 0;    ///< handed out to posters (pollers read it to widen indices)
+  /// The kExclusive owner's private copies: its next slot and the bound up to which it knows
+  /// the ring is free. Plain fields in the owner's cache line, so an exclusive post reads no
+  /// shared counter until the ring looks full. A queue keeps one ownership mode for life.
+  std::uint64_t owner_next = 0;
+  std::uint64_t owner_free_to = 0;
+  std::uint8_t pad0[40];
   std::uint64_t published = 0;   ///< covered by the doorbell record; published in order
   std::uint8_t pad1[56];
   std::uint64_t completed = 0;   ///< retired by polled completions: free for reuse
@@ -55,8 +62,11 @@ struct QpHandle {
   std::uint32_t max_recv_sge = 0;
   std::uint32_t max_send_sge = 0;
   std::uint32_t max_inline = 0;
+  /// Who executes the WQEs: kSystem for a NIC or a CPU engine, kGpu for an engine on this
+  /// GPU. Doorbell-record and doorbell stores are released at this scope.
+  sync::Scope executor = sync::Scope::kSystem;
 };
-static_assert(sizeof(QpHandle) == 80);
+static_assert(sizeof(QpHandle) == 88);
 
 /// The CQ also knows the (at most one) send queue and receive queue it retires, so that
 /// polling a completion frees ring space without a second lookup.
@@ -75,7 +85,9 @@ struct CqHandle {
   std::uint32_t send_sq_bbs = 0;
   std::uint32_t send_qpn = 0;
   std::uint32_t recv_qpn = 0;
+  /// Who writes the CQEs (see QpHandle::executor).
+  sync::Scope executor = sync::Scope::kSystem;
 };
-static_assert(sizeof(CqHandle) == 88);
+static_assert(sizeof(CqHandle) == 96);
 
 }  // namespace gv::ib

@@ -55,10 +55,10 @@ GV_HD GV_INLINE Completion decode_cqe(const mlx5::Cqe& c) {
   return out;
 }
 
-/// The last 4 bytes of a CQE (wqe_counter, signature, op_own), acquired: once the owner bit
-/// says the CQE is ours, its payload and the data it covers may be read.
-GV_HD GV_INLINE std::uint32_t cqe_owner_acquire(const mlx5::Cqe* cqe) {
-  return sync::load_acquire(reinterpret_cast<const std::uint32_t*>(&cqe->wqe_counter));
+/// The last 4 bytes of a CQE (wqe_counter, signature, op_own), acquired from its producer.
+GV_HD GV_INLINE std::uint32_t cqe_tail(const CqHandle& cq, const mlx5::Cqe* cqe) {
+  return sync::cqe_owner_before_payload(reinterpret_cast<const std::uint32_t*>(&cqe->wqe_counter),
+                                        cq.executor);
 }
 
 GV_HD GV_INLINE bool cqe_ready(std::uint32_t tail, std::uint64_t ci, std::uint32_t log_cqes) {
@@ -85,10 +85,17 @@ GV_HD GV_INLINE void retire(const CqHandle& cq, const Completion& c) {
   }
 }
 
+template <Ownership O>
 GV_HD GV_INLINE void cq_release(const CqHandle& cq, std::uint64_t next) {
-  sync::store_release(&cq.dbrec->set_ci.raw,
-                      be32::from(static_cast<std::uint32_t>(next & mlx5::kCqCiMask)).raw);
-  sync::store_release(&cq.state->released, next);
+  sync::cqe_read_before_release(&cq.dbrec->set_ci.raw,
+                                be32::from(static_cast<std::uint32_t>(next & mlx5::kCqCiMask)).raw,
+                                cq.executor);
+  if constexpr (O == Ownership::kShared) sync::store_release(&cq.state->released, next);
+}
+
+GV_HD GV_INLINE Status empty_or_overrun(const CqHandle& cq) {
+  return (cq.error != nullptr && sync::load_host_flag(cq.error) != 0) ? Status::kCqOverrun
+                                                                       : Status::kEmpty;
 }
 
 /// Take one completion if one is ready: kOk / kCompletionError with `out` filled, kEmpty, or
@@ -101,20 +108,14 @@ GV_HD Status try_poll_cq(const CqHandle& cq, Completion& out) {
   if constexpr (O == Ownership::kExclusive) {
     ci = sync::load_relaxed(&cq.state->claimed);
     const mlx5::Cqe* cqe = cq.ring + (ci & mask);
-    if (!cqe_ready(cqe_owner_acquire(cqe), ci, cq.log_cqes)) {
-      return (cq.error != nullptr && sync::load_acquire(cq.error) != 0) ? Status::kCqOverrun
-                                                                       : Status::kEmpty;
-    }
+    if (!cqe_ready(cqe_tail(cq, cqe), ci, cq.log_cqes)) return empty_or_overrun(cq);
     std::memcpy(&copy, cqe, sizeof(copy));
     sync::store_relaxed(&cq.state->claimed, ci + 1);
   } else {
     for (;;) {
       ci = sync::load_acquire(&cq.state->claimed);
       const mlx5::Cqe* cqe = cq.ring + (ci & mask);
-      if (!cqe_ready(cqe_owner_acquire(cqe), ci, cq.log_cqes)) {
-        return (cq.error != nullptr && sync::load_acquire(cq.error) != 0) ? Status::kCqOverrun
-                                                                         : Status::kEmpty;
-      }
+      if (!cqe_ready(cqe_tail(cq, cqe), ci, cq.log_cqes)) return empty_or_overrun(cq);
       std::uint64_t expected = ci;
       if (sync::compare_exchange(&cq.state->claimed, expected, ci + 1)) {
         std::memcpy(&copy, cqe, sizeof(copy));
@@ -128,7 +129,7 @@ GV_HD Status try_poll_cq(const CqHandle& cq, Completion& out) {
   }
   out = decode_cqe(copy);
   retire(cq, out);
-  cq_release(cq, ci + 1);
+  cq_release<O>(cq, ci + 1);
   return out.status;
 }
 

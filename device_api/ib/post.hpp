@@ -26,10 +26,15 @@ GV_HD GV_INLINE Status wq_reserve(WqCounters* wq, std::uint32_t size, std::uint3
                                   const std::uint32_t* abort) {
   if (n == 0 || n > size) return Status::kInvalidArgument;
   if constexpr (O == Ownership::kExclusive) {
-    const std::uint64_t r = sync::load_relaxed(&wq->reserved);
-    const Status st = sync::bounded_wait(
-        [&] { return r + n - sync::load_acquire(&wq->completed) <= size; }, budget, abort);
-    if (st != Status::kOk) return st == Status::kTimeout ? Status::kQueueFull : st;
+    const std::uint64_t r = wq->owner_next;
+    if (r + n > wq->owner_free_to) {
+      std::uint64_t done = 0;
+      const Status st = sync::bounded_wait(
+          [&] { return r + n - (done = sync::load_acquire(&wq->completed)) <= size; }, budget, abort);
+      if (st != Status::kOk) return st == Status::kTimeout ? Status::kQueueFull : st;
+      wq->owner_free_to = done + size;
+    }
+    wq->owner_next = r + n;
     sync::store_relaxed(&wq->reserved, r + n);
     start = r;
     return Status::kOk;
@@ -47,22 +52,37 @@ GV_HD GV_INLINE Status wq_reserve(WqCounters* wq, std::uint32_t size, std::uint3
   }
 }
 
+/// Place an idle work queue's counters at `at`: a queue starting mid-stream, or a test that
+/// starts near a wrap. The exclusive owner learns the free space on its first reservation.
+GV_HD GV_INLINE void wq_start_at(WqCounters* wq, std::uint64_t at) {
+  wq->reserved = wq->published = wq->completed = wq->owner_next = wq->owner_free_to = at;
+}
+
 // ---- Step 3: mark ready --------------------------------------------------------------------
 
 /// Wait until every earlier reservation is published; then the caller may publish [start, end).
+/// This wait has its own bound (the default Budget), not the caller's: a poster that holds a
+/// reservation must publish it, since abandoning it leaves a hole that wedges the queue for
+/// every later poster. Earlier posters only have to write their WQEs, so the wait is short
+/// unless one of them died; then kTimeout is returned and the QP must be destroyed.
 template <Ownership O>
-GV_HD GV_INLINE Status wq_wait_turn(WqCounters* wq, std::uint64_t start, Budget budget,
-                                    const std::uint32_t* abort) {
+GV_HD GV_INLINE Status wq_wait_turn(WqCounters* wq, std::uint64_t start, const std::uint32_t* abort) {
   if constexpr (O == Ownership::kExclusive) {
     return Status::kOk;
   } else {
     return sync::bounded_wait([&] { return sync::load_acquire(&wq->published) == start; },
-                              budget, abort);
+                              Budget{}, abort);
   }
 }
 
+/// Let the next reservation publish. Exclusive owners only record progress.
+template <Ownership O>
 GV_HD GV_INLINE void wq_pass_turn(WqCounters* wq, std::uint64_t end) {
-  sync::store_release(&wq->published, end);
+  if constexpr (O == Ownership::kExclusive) {
+    sync::store_relaxed(&wq->published, end);
+  } else {
+    sync::store_release(&wq->published, end);
+  }
 }
 
 // ---- Step 2: write -------------------------------------------------------------------------
@@ -89,26 +109,29 @@ GV_HD GV_INLINE void sq_write_wqe(const QpHandle& qp, std::uint64_t start, const
 
 // ---- Steps 4 and 5: doorbell record and doorbell -------------------------------------------
 
-/// Publish SQ WQEBBs up to `end`; `last` is the first WQEBB of the last WQE, whose control
-/// segment's first 8 bytes form the doorbell (as mlx5 BlueFlame/UAR doorbells do).
-GV_HD GV_INLINE void sq_ring_doorbell(const QpHandle& qp, std::uint64_t end, std::uint64_t last) {
-  sync::wqe_visible_before_dbrec();
-  sync::store_release(&qp.dbrec->snd.raw,
-                      be32::from(static_cast<std::uint32_t>(end & 0xffffu)).raw);
-  sync::dbrec_before_doorbell();
-  std::uint64_t db;
-  std::memcpy(&db, qp.sq + sq_octoword_offset(last, 0, qp.sq_bbs), sizeof(db));
-  sync::store_release(qp.doorbell, db);
+/// The doorbell value of a WQE: the first 8 bytes of its control segment (as mlx5
+/// BlueFlame/UAR doorbells carry them).
+GV_HD GV_INLINE std::uint64_t doorbell_value(const Octoword& ctrl) {
+  return (std::uint64_t{ctrl.w[1]} << 32) | ctrl.w[0];
+}
+
+/// Publish SQ WQEBBs up to `end`; `db` is the doorbell value of the last WQE.
+GV_HD GV_INLINE void sq_ring_doorbell(const QpHandle& qp, std::uint64_t end, std::uint64_t db) {
+  sync::wqe_visible_before_dbrec(&qp.dbrec->snd.raw,
+                                 be32::from(static_cast<std::uint32_t>(end & 0xffffu)).raw, qp.executor);
+  sync::dbrec_before_doorbell(qp.doorbell, db, qp.executor);
 }
 
 // ---- Whole posts ---------------------------------------------------------------------------
 
-/// Post n send WQEs with one doorbell. On an error nothing is reserved (validation fails
-/// first) unless the wait for our turn times out, which means the QP is wedged by another
-/// poster: that status is returned and the QP must be destroyed.
+/// Post n send WQEs with one doorbell. `budget` bounds the wait for ring space (kQueueFull
+/// when it runs out; nothing is reserved then, nor when validation fails). If the wait for
+/// our turn times out, an earlier poster died holding a reservation: kTimeout, and the QP
+/// must be destroyed.
 template <Ownership O>
 GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n,
                              Budget budget = {}) {
+  if (n == 0) return Status::kInvalidArgument;
   std::uint32_t total = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
     const Status v = validate(qp, wrs[i]);
@@ -124,10 +147,12 @@ GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_
     last = pos;
     pos += wqe_bbs(wqe_ds(wrs[i]));
   }
-  st = wq_wait_turn<O>(&qp.state->sq, start, budget, qp.abort);
+  const std::uint64_t db =
+      doorbell_value(wqe_octoword(wrs[n - 1], 0, static_cast<std::uint16_t>(last), qp.qpn));
+  st = wq_wait_turn<O>(&qp.state->sq, start, qp.abort);
   if (st != Status::kOk) return st;
-  sq_ring_doorbell(qp, pos, last);
-  wq_pass_turn(&qp.state->sq, pos);
+  sq_ring_doorbell(qp, pos, db);
+  wq_pass_turn<O>(&qp.state->sq, pos);
   return Status::kOk;
 }
 
@@ -145,15 +170,18 @@ GV_HD Status post_recv(const QpHandle& qp, const Sge* sgl, std::uint32_t n, Budg
   Status st = wq_reserve<O>(&qp.state->rq, qp.rq_wqes, 1, start, budget, qp.abort);
   if (st != Status::kOk) return st;
   std::byte* wqe = qp.rq + (std::uint64_t{ring_slot(start, qp.rq_wqes)} << qp.rq_stride_shift);
-  for (std::uint32_t i = 0; i < n; ++i)
-    store_octoword(wqe + 16 * i, as_octoword(make_data_seg(sgl[i].length, sgl[i].lkey, sgl[i].addr)));
-  if (n < qp.max_recv_sge) store_octoword(wqe + 16 * n, as_octoword(make_recv_terminator()));
-  st = wq_wait_turn<O>(&qp.state->rq, start, budget, qp.abort);
+  const std::uint32_t segs = nonempty_sges(sgl, n);  // zero-length SGEs take no segment
+  for (std::uint32_t i = 0; i < segs; ++i) {
+    const Sge& s = nth_nonempty_sge(sgl, i);
+    store_octoword(wqe + 16 * i, as_octoword(make_data_seg(s.length, s.lkey, s.addr)));
+  }
+  if (segs < qp.max_recv_sge) store_octoword(wqe + 16 * segs, as_octoword(make_recv_terminator()));
+  st = wq_wait_turn<O>(&qp.state->rq, start, qp.abort);
   if (st != Status::kOk) return st;
-  sync::wqe_visible_before_dbrec();
-  sync::store_release(&qp.dbrec->rcv.raw,
-                      be32::from(static_cast<std::uint32_t>((start + 1) & 0xffffu)).raw);
-  wq_pass_turn(&qp.state->rq, start + 1);
+  sync::wqe_visible_before_dbrec(&qp.dbrec->rcv.raw,
+                                 be32::from(static_cast<std::uint32_t>((start + 1) & 0xffffu)).raw,
+                                 qp.executor);
+  wq_pass_turn<O>(&qp.state->rq, start + 1);
   return Status::kOk;
 }
 

@@ -31,16 +31,20 @@ __device__ Status post_send_warp(const QpHandle& qp, const SendWr& wr, Budget bu
   if (st != static_cast<std::uint32_t>(Status::kOk)) return static_cast<Status>(st);
   start = __shfl_sync(kFullWarp, start, 0);
   const auto idx = static_cast<std::uint16_t>(start);
-  for (std::uint32_t k = lane; k < ds; k += 32)
-    store_octoword(qp.sq + sq_octoword_offset(start, k, qp.sq_bbs), wqe_octoword(wr, k, idx, qp.qpn));
+  std::uint64_t db = 0;  // lane 0 writes the control segment and keeps its doorbell value
+  for (std::uint32_t k = lane; k < ds; k += 32) {
+    const Octoword o = wqe_octoword(wr, k, idx, qp.qpn);
+    if (k == 0) db = doorbell_value(o);
+    store_octoword(qp.sq + sq_octoword_offset(start, k, qp.sq_bbs), o);
+  }
   // Every lane's segment is written before lane 0 publishes: bar.warp.sync orders the warp's
-  // stores before lane 0's system-scope release in sq_ring_doorbell.
+  // stores before lane 0's release in sq_ring_doorbell, which is cumulative.
   __syncwarp(kFullWarp);
   if (lane == 0) {
-    Status s = wq_wait_turn<O>(&qp.state->sq, start, budget, qp.abort);
+    Status s = wq_wait_turn<O>(&qp.state->sq, start, qp.abort);
     if (s == Status::kOk) {
-      sq_ring_doorbell(qp, start + wqe_bbs(ds), start);
-      wq_pass_turn(&qp.state->sq, start + wqe_bbs(ds));
+      sq_ring_doorbell(qp, start + wqe_bbs(ds), db);
+      wq_pass_turn<O>(&qp.state->sq, start + wqe_bbs(ds));
     }
     st = static_cast<std::uint32_t>(s);
   }
@@ -65,14 +69,17 @@ __device__ Status post_send_warp_batch(const QpHandle& qp, const SendWr& my_wr, 
   st = __shfl_sync(kFullWarp, st, 0);
   if (st != static_cast<std::uint32_t>(Status::kOk)) return static_cast<Status>(st);
   start = __shfl_sync(kFullWarp, start, 0);
-  sq_write_wqe(qp, start + (scan - nbb), my_wr);
-  const std::uint32_t last_off = __shfl_sync(kFullWarp, scan - nbb, 31);
+  const std::uint64_t mine = start + (scan - nbb);
+  sq_write_wqe(qp, mine, my_wr);
+  // Lane 31 holds the last WQE: its control segment's first 8 bytes are the doorbell.
+  const std::uint64_t db = __shfl_sync(
+      kFullWarp, doorbell_value(wqe_octoword(my_wr, 0, static_cast<std::uint16_t>(mine), qp.qpn)), 31);
   __syncwarp(kFullWarp);  // all 32 WQEs written before lane 0 publishes (see post_send_warp)
   if (lane == 0) {
-    Status s = wq_wait_turn<O>(&qp.state->sq, start, budget, qp.abort);
+    Status s = wq_wait_turn<O>(&qp.state->sq, start, qp.abort);
     if (s == Status::kOk) {
-      sq_ring_doorbell(qp, start + total, start + last_off);
-      wq_pass_turn(&qp.state->sq, start + total);
+      sq_ring_doorbell(qp, start + total, db);
+      wq_pass_turn<O>(&qp.state->sq, start + total);
     }
     st = static_cast<std::uint32_t>(s);
   }

@@ -351,21 +351,19 @@ class SoftProvider final : public Provider {
     if (slot == kMaxCqs) throw Error("create_cq: all " + std::to_string(kMaxCqs) + " CQ slots are in use");
     const std::uint64_t ring = heap_alloc_or_throw("create_cq", std::uint64_t{entries} * m5::kCqeSize, 4096);
     const std::uint64_t dbrec = heap_alloc_or_throw("create_cq", 64, 64);
-    const std::uint64_t state = heap_alloc_or_throw("create_cq", sizeof(ib::CqState), 64);
     auto* cqes = arena_.at<m5::Cqe>(ring);
     for (std::uint32_t i = 0; i < entries; ++i) {
       std::memset(&cqes[i], 0, sizeof(m5::Cqe));
       cqes[i].op_own = static_cast<std::uint8_t>(m5::kCqeInvalid << 4);
     }
     std::memset(arena_.at<void>(dbrec), 0, 64);
-    new (arena_.at<void>(state)) ib::CqState{};
     CqCtx& c = arena_.cqs()[slot];
     c.log_cqes = ib::log2_pow2(entries);
     c.ring_off = ring;
     c.dbrec_off = dbrec;
     c.produced = 0;
     c.error = 0;
-    cq_state_off_[slot] = state;
+    cq_state_[slot] = alloc_counters("create_cq", sizeof(ib::CqState));
     sync::store_release(&c.cqn, slot + 1);
     return CqDesc{slot + 1, entries};
   }
@@ -375,7 +373,7 @@ class SoftProvider final : public Provider {
     CqCtx& c = arena_.cqs()[cqn - 1];
     heap_.release(c.ring_off);
     heap_.release(c.dbrec_off);
-    heap_.release(cq_state_off_[cqn - 1]);
+    free_counters(cq_state_[cqn - 1]);
     sync::store_release(&c.cqn, std::uint32_t{0});
   }
 
@@ -385,7 +383,7 @@ class SoftProvider final : public Provider {
     h.cqn = cqn;
     h.ring = arena_.at<m5::Cqe>(c.ring_off);
     h.dbrec = arena_.at<m5::CqDbrec>(c.dbrec_off);
-    h.state = arena_.at<ib::CqState>(cq_state_off_[cqn - 1]);
+    h.state = static_cast<ib::CqState*>(cq_state_[cqn - 1]);
     h.abort = &arena_.hdr()->abort;
     h.error = &c.error;
     h.log_cqes = c.log_cqes;
@@ -404,13 +402,11 @@ class SoftProvider final : public Provider {
     q.rq_off = heap_alloc_or_throw("create_qp", std::uint64_t{l.rq_wqes} << l.rq_stride_shift, 4096);
     q.dbrec_off = heap_alloc_or_throw("create_qp", 64, 64);
     q.doorbell_off = heap_alloc_or_throw("create_qp", 64, 64);
-    const std::uint64_t state = heap_alloc_or_throw("create_qp", sizeof(ib::QpState), 64);
     std::memset(arena_.at<void>(q.sq_off), 0, std::uint64_t{l.sq_bbs} * m5::kSendWqeBB);
     std::memset(arena_.at<void>(q.rq_off), 0, std::uint64_t{l.rq_wqes} << l.rq_stride_shift);
     std::memset(arena_.at<void>(q.dbrec_off), 0, 64);
     std::memset(arena_.at<void>(q.doorbell_off), 0, 64);
-    new (arena_.at<void>(state)) ib::QpState{};
-    qp_state_off_[slot] = state;
+    qp_state_[slot] = alloc_counters("create_qp", sizeof(ib::QpState));
     q.state = static_cast<std::uint32_t>(QpState::kReset);
     q.pdn = l.pdn;
     q.send_cq = l.send_cqn - 1;
@@ -435,7 +431,7 @@ class SoftProvider final : public Provider {
     heap_.release(q.rq_off);
     heap_.release(q.dbrec_off);
     heap_.release(q.doorbell_off);
-    heap_.release(qp_state_off_[qpn - soft::kQpnBase]);
+    free_counters(qp_state_[qpn - soft::kQpnBase]);
   }
 
   QpState qp_state(std::uint32_t qpn) const override {
@@ -493,7 +489,7 @@ class SoftProvider final : public Provider {
     h.rq = arena_.at<std::byte>(q.rq_off);
     h.dbrec = arena_.at<m5::QpDbrec>(q.dbrec_off);
     h.doorbell = arena_.at<std::uint64_t>(q.doorbell_off);
-    h.state = arena_.at<ib::QpState>(qp_state_off_[qpn - soft::kQpnBase]);
+    h.state = static_cast<ib::QpState*>(qp_state_[qpn - soft::kQpnBase]);
     h.abort = &arena_.hdr()->abort;
     h.sq_bbs = q.sq_bbs;
     h.rq_wqes = q.rq_wqes;
@@ -540,6 +536,35 @@ class SoftProvider final : public Provider {
     return (b >= arena_.base + arena_.hdr()->heap_off && b < arena_.base + size_)
                ? static_cast<std::uint64_t>(b - arena_.base)
                : 0;
+  }
+
+  /// Poster/poller counters (QpState, CqState) live where their users run: GPU memory for a
+  /// GPU-mapped device (kernels use the handles; GPU atomics on host memory are not
+  /// guaranteed over PCIe), the arena otherwise. The engine never touches them.
+  void* alloc_counters(const char* who, std::size_t bytes) {
+#if GPUVERBS_HAVE_CUDA
+    if (gpu_mapped_) {
+      void* p = nullptr;
+      if (cudaMalloc(&p, bytes) != cudaSuccess || cudaMemset(p, 0, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        throw Error(std::string(who) + ": cannot allocate queue counters in GPU memory");
+      }
+      return p;
+    }
+#endif
+    void* p = arena_.at<void>(heap_alloc_or_throw(who, bytes, 64));
+    std::memset(p, 0, bytes);
+    return p;
+  }
+
+  void free_counters(void* p) {
+#if GPUVERBS_HAVE_CUDA
+    if (gpu_mapped_) {
+      (void)cudaFree(p);
+      return;
+    }
+#endif
+    heap_.release(arena_offset(p));
   }
 
   /// The CPU engine moves data with host loads and stores: GPU memory is not yet served.
@@ -602,8 +627,8 @@ class SoftProvider final : public Provider {
   std::string path_;
   Heap heap_;
   std::vector<std::uint8_t> mr_tags_;
-  std::uint64_t cq_state_off_[kMaxCqs] = {};
-  std::uint64_t qp_state_off_[kMaxQps] = {};
+  void* cq_state_[kMaxCqs] = {};
+  void* qp_state_[kMaxQps] = {};
   std::uint32_t last_pdn_ = 0;
   std::uint64_t events_read_ = 0;
   bool gpu_mapped_ = false;

@@ -265,6 +265,14 @@ struct KernelResult {
   gv::ib::Completion c;
 };
 
+__global__ void recv_kernel(const __grid_constant__ gv::ib::QpHandle qp, Sge sge, Status* st) {
+  *st = gv::ib::post_recv<Ownership::kExclusive>(qp, &sge, 1);
+}
+
+__global__ void poll_kernel(const __grid_constant__ gv::ib::CqHandle cq, KernelResult* out) {
+  out->poll = gv::ib::poll_cq<Ownership::kExclusive>(cq, out->c);
+}
+
 __global__ void post_and_poll(const __grid_constant__ gv::ib::QpHandle qp, const __grid_constant__ gv::ib::CqHandle cq,
                               SendWr wr, Sge sge, KernelResult* out) {
   wr.sg_list = &sge;
@@ -369,8 +377,12 @@ TEST_F(GpuSoftEndToEnd, WriteReadAtomicsFromAKernel) {
 }
 
 TEST_F(GpuSoftEndToEnd, SendWithImmAndInlineFromAKernel) {
+  // With a GPU-mapped device the queue counters live in GPU memory: kernels post and poll.
   const Sge rs{reinterpret_cast<std::uint64_t>(buf[1] + 40000), 200, mr[1]->lkey()};
-  ASSERT_EQ(gv::ib::post_recv<Ownership::kExclusive>(qh[1], &rs, 1), Status::kOk);
+  recv_kernel<<<1, 1>>>(qh[1], rs, &res->post);
+  GV_CUDA_CHECK(cudaGetLastError());
+  GV_CUDA_CHECK(cudaDeviceSynchronize());
+  ASSERT_EQ(res->post, Status::kOk);
   SendWr wr;
   wr.opcode = WrOpcode::kSendImm;
   wr.flags = gv::ib::kWrSignaled | gv::ib::kWrInline;
@@ -378,8 +390,12 @@ TEST_F(GpuSoftEndToEnd, SendWithImmAndInlineFromAKernel) {
   wr.imm = 0xabcdef01;
   const KernelResult r = run(wr, Sge{reinterpret_cast<std::uint64_t>(buf[0] + 7), 100, 0});
   ASSERT_EQ(r.poll, Status::kOk) << gv::describe(r.c);
-  gv::ib::Completion rc;
-  ASSERT_EQ(gv::ib::poll_cq<Ownership::kExclusive>(ch[1], rc), Status::kOk);
+  poll_kernel<<<1, 1>>>(ch[1], res);
+  GV_CUDA_CHECK(cudaGetLastError());
+  GV_CUDA_CHECK(cudaDeviceSynchronize());
+  ASSERT_EQ(res->poll, Status::kOk) << gv::describe(res->c);
+  const gv::ib::Completion rc = res->c;
+  EXPECT_EQ(rc.cqe_opcode, m5::kCqeRespSendImm);
   EXPECT_EQ(rc.imm, 0xabcdef01u);
   EXPECT_EQ(rc.byte_len, 100u);
   EXPECT_EQ(std::memcmp(buf[1] + 40000, buf[0] + 7, 100), 0);
@@ -408,6 +424,87 @@ TEST_F(GpuSoftEndToEnd, GpuMemoryIsRejectedByTheCpuEngineWithAReason) {
     EXPECT_NE(std::string(e.what()).find("cannot reach GPU memory"), std::string::npos) << e.what();
   }
   cudaFree(d);
+}
+
+/// One side of a ping-pong: wait for the peer's i-th message (last byte = i), then write ours.
+__global__ void pingpong_side(const __grid_constant__ gv::ib::QpHandle qp, const __grid_constant__ gv::ib::CqHandle cq,
+                              std::uint8_t* in, std::uint8_t* out, std::uint64_t peer_in, std::uint32_t lkey,
+                              std::uint32_t rkey, std::uint32_t bytes, int iters, bool starts, Status* status) {
+  Sge sge{reinterpret_cast<std::uint64_t>(out), bytes, lkey};
+  SendWr wr;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.remote_addr = peer_in;
+  wr.rkey = rkey;
+  Status st = Status::kOk;
+  for (int i = 1; i <= iters && st == Status::kOk; ++i) {
+    if (!starts || i > 1) {
+      const auto want = static_cast<std::uint8_t>(starts ? i - 1 : i);
+      st = gv::sync::bounded_wait(
+          [&] { return gv::sync::load_acquire(&in[bytes - 1], gv::sync::Scope::kSystem) == want; }, gv::Budget{},
+          qp.abort);
+      // The message is the peer's pattern for this round: every byte is (round + k) mod 256.
+      for (std::uint32_t k = 0; k + 1 < bytes && st == Status::kOk; ++k)
+        if (in[k] != static_cast<std::uint8_t>(want + k)) st = Status::kInvalidArgument;
+    }
+    if (st != Status::kOk) break;
+    for (std::uint32_t k = 0; k + 1 < bytes; ++k) out[k] = static_cast<std::uint8_t>(i + k);
+    out[bytes - 1] = static_cast<std::uint8_t>(i);
+    wr.flags = gv::ib::kWrSignaled;
+    st = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
+    gv::ib::Completion c;
+    if (st == Status::kOk) st = gv::ib::poll_cq<Ownership::kExclusive>(cq, c);
+  }
+  *status = st;
+}
+
+TEST(GpuSoftTwoGpus, PingPongWithEachSideOnItsOwnGpu) {
+  GV_REQUIRE_GPUS(2);
+  gv::DeviceOptions o;
+  o.map_to_gpus = true;
+  auto dev = gv::Device::open("soft", o);
+  auto pd = dev->alloc_pd();
+  std::unique_ptr<gv::CompletionQueue> cq[2];
+  std::unique_ptr<gv::QueuePair> qp[2];
+  for (int g = 0; g < 2; ++g) {
+    GV_CUDA_CHECK(cudaSetDevice(g));  // counters are allocated on the current GPU: its side's
+    cq[g] = dev->create_cq(64);
+    qp[g] = pd->create_qp(*cq[g], *cq[g]);
+  }
+  qp[0]->connect(qp[1]->info());
+  qp[1]->connect(qp[0]->info());
+  constexpr std::uint32_t kBytes = 256;
+  auto* buf = static_cast<std::uint8_t*>(dev->alloc(4 * kBytes));
+  std::memset(buf, 0, 4 * kBytes);
+  auto mr = pd->reg_mr(buf, 4 * kBytes, gv::kLocalWrite | gv::kRemoteWrite);
+  Status* st;
+  GV_CUDA_CHECK(cudaMallocHost(&st, 2 * sizeof(Status)));
+  st[0] = st[1] = Status::kEmpty;
+  cudaStream_t s[2];
+  for (int g = 0; g < 2; ++g) {
+    GV_CUDA_CHECK(cudaSetDevice(g));
+    GV_CUDA_CHECK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
+  }
+  // side g: receives into buf + g*kBytes, sends from buf + (2+g)*kBytes into the other's input.
+  for (int g = 1; g >= 0; --g) {
+    GV_CUDA_CHECK(cudaSetDevice(g));
+    pingpong_side<<<1, 1, 0, s[g]>>>(qp[g]->device_handle(), cq[g]->device_handle(), buf + g * kBytes,
+                                     buf + (2 + g) * kBytes, reinterpret_cast<std::uint64_t>(buf + (1 - g) * kBytes),
+                                     mr->lkey(), mr->rkey(), kBytes, 200, g == 0, &st[g]);
+    GV_CUDA_CHECK(cudaGetLastError());
+  }
+  for (int g = 0; g < 2; ++g) {
+    GV_CUDA_CHECK(cudaSetDevice(g));
+    GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
+    GV_CUDA_CHECK(cudaStreamDestroy(s[g]));
+  }
+  GV_CUDA_CHECK(cudaSetDevice(0));
+  EXPECT_EQ(st[0], Status::kOk) << gv::to_string(st[0]);
+  EXPECT_EQ(st[1], Status::kOk) << gv::to_string(st[1]);
+  cudaFreeHost(st);
+  mr.reset();
+  dev->free(buf);
 }
 
 }  // namespace

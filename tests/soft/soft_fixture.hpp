@@ -3,6 +3,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -47,6 +48,15 @@ inline void connect_pair(Endpoint& a, Endpoint& b, const gv::ConnectAttr& attr =
   b.take_handles();
 }
 
+/// Seeded random bytes, 8 per draw.
+inline void fill_random(std::uint8_t* p, std::size_t len, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = 0; i < len; i += 8) {
+    const std::uint64_t v = rng();
+    std::memcpy(p + i, &v, std::min<std::size_t>(8, len - i));
+  }
+}
+
 /// A registered buffer allocated from the device's shareable memory, filled with seeded
 /// random bytes.
 struct Buffer {
@@ -65,10 +75,8 @@ struct Buffer {
     mr.reset();
     dev->free(p);
   }
-  void fill(std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(rng());
-  }
+  void fill(std::uint64_t seed) { fill_random(p, n, seed); }
+  void fill(std::uint64_t seed, std::size_t off, std::size_t len) { fill_random(p + off, len, seed); }
   std::uint64_t addr(std::size_t off = 0) const { return reinterpret_cast<std::uint64_t>(p + off); }
   Sge sge(std::size_t off, std::uint32_t len) const { return Sge{addr(off), len, mr->lkey()}; }
 };
@@ -76,10 +84,11 @@ struct Buffer {
 inline constexpr std::uint32_t kAllAccess =
     gv::kLocalWrite | gv::kRemoteWrite | gv::kRemoteRead | gv::kRemoteAtomic;
 
-/// Wait (bounded: 5 s) for one completion on the endpoint's CQ.
+/// Wait (bounded: 20 s, generous for sanitizer builds on a loaded 2-core machine) for one
+/// completion on the endpoint's CQ.
 inline Completion wait_cqe(const Endpoint& e) {
   Completion c;
-  const Status st = gv::ib::poll_cq<Ownership::kExclusive>(e.ch, c, gv::Budget{5'000'000'000ull});
+  const Status st = gv::ib::poll_cq<Ownership::kExclusive>(e.ch, c, gv::Budget{20'000'000'000ull});
   EXPECT_TRUE(st == Status::kOk || st == Status::kCompletionError)
       << "poll_cq: " << gv::to_string(st) << " on CQ " << e.ch.cqn;
   return c;

@@ -147,8 +147,9 @@ TEST_F(SoftErrors, MalformedWqeIsLocalQpOperationError) {
             Status::kOk);
   gv::ib::sq_write_wqe(a->h, start, wr);
   a->h.sq[3] = std::byte{0x77};  // opcode byte of the control segment (big-endian word 0)
-  gv::ib::sq_ring_doorbell(a->h, start + 1, start);
-  gv::ib::wq_pass_turn(&a->h.state->sq, start + 1);
+  gv::ib::sq_ring_doorbell(a->h, start + 1,
+                           gv::ib::doorbell_value(gv::ib::load_octoword(a->h.sq + gv::ib::sq_octoword_offset(start, 0, a->h.sq_bbs))));
+  gv::ib::wq_pass_turn<Ownership::kExclusive>(&a->h.state->sq, start + 1);
   const Completion c = wait_cqe(*a);
   EXPECT_EQ(c.syndrome, m5::kSyndLocalQpOpErr) << gv::describe(c);
   EXPECT_EQ(a->qp->state(), gv::QpState::kError);

@@ -103,10 +103,7 @@ TEST(SoftMultiProcess, AllOpcodesBetweenTwoProcesses) {
     SendWr fa = make_wr(WrOpcode::kAtomicFetchAdd, &at, 1, gv::ib::kWrSignaled, peer.addr + kBytes / 2, peer.rkey);
     fa.compare_add = 5;
     std::vector<std::uint8_t> expect(kBytes);  // the child's memory as it filled it
-    {
-      std::mt19937_64 rng(77);
-      for (auto& x : expect) x = static_cast<std::uint8_t>(rng());
-    }
+    fill_random(expect.data(), kBytes, 77);
     std::uint64_t before;
     std::memcpy(&before, expect.data() + kBytes / 2, 8);
     post_ok(a, fa);

@@ -40,7 +40,7 @@ TEST_P(SoftOps, WriteRandomSizesAndOffsets) {
   for (int i = 0; i < 200; ++i) {
     const std::uint32_t len = 1 + static_cast<std::uint32_t>(rng() % 65536);
     const std::size_t so = rng() % (kBytes - len), dof = rng() % (kBytes - len);
-    la->fill(rng());
+    la->fill(rng(), so, len);
     const Sge s = la->sge(so, len);
     post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, rb->addr(dof), rb->mr->rkey()));
     const Completion c = wait_cqe(*a);
@@ -100,7 +100,7 @@ TEST_P(SoftOps, ReadRandom) {
   for (int i = 0; i < 100; ++i) {
     const std::uint32_t len = 1 + static_cast<std::uint32_t>(rng() % 100000);
     const std::size_t lo = rng() % (kBytes - len), ro = rng() % (kBytes - len);
-    rb->fill(rng());
+    rb->fill(rng(), ro, len);
     const Sge s = la->sge(lo, len);
     post_ok(*a, make_wr(WrOpcode::kRdmaRead, &s, 1, gv::ib::kWrSignaled, rb->addr(ro), rb->mr->rkey()));
     const Completion c = wait_cqe(*a);
@@ -118,7 +118,7 @@ TEST_P(SoftOps, SendScattersIntoReceiveSges) {
     std::memset(rb->p, 0x5a, 4096);  // poison
     const Sge r[3] = {rb->sge(0, c0), rb->sge(1024, c1), rb->sge(2048, c2)};
     post_recv_ok(*b, r, 3);
-    la->fill(rng());
+    la->fill(rng(), 0, len);
     const Sge s = la->sge(0, len);
     SendWr wr = make_wr(i % 2 ? WrOpcode::kSendImm : WrOpcode::kSend, &s, 1, gv::ib::kWrSignaled);
     wr.imm = static_cast<std::uint32_t>(i);
@@ -226,7 +226,7 @@ TEST_P(SoftOps, ReceiverPollingTheLastByteSeesTheWholeMessage) {
     for (int rep = 0; rep < 20; ++rep) {
       const auto mark = static_cast<std::uint8_t>(rep + 1);
       std::memset(rb->p, 0, len);
-      la->fill(len * 100 + rep);
+      la->fill(len * 100 + rep, 0, len);
       la->p[len - 1] = mark;
       const Sge s = la->sge(0, len);
       post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, rb->addr(0), rb->mr->rkey()));

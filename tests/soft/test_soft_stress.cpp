@@ -46,8 +46,11 @@ TEST(SoftStress, ManyThreadsShareOneQp) {
         SendWr wr = make_wr(WrOpcode::kAtomicFetchAdd, &s, 1, (k % 32 == 31) ? gv::ib::kWrSignaled : 0u,
                             counter.addr(), counter.mr->rkey());
         wr.compare_add = 1;
+        // A full ring frees up as completions are drained; give up (and fail) after 10 s.
         Status st;
-        while ((st = gv::ib::post_send<Ownership::kShared>(a.h, wr, gv::Budget{200'000})) == Status::kQueueFull)
+        const std::uint64_t t0 = gv::sync::now_ns();
+        while ((st = gv::ib::post_send<Ownership::kShared>(a.h, wr, gv::Budget{200'000})) == Status::kQueueFull &&
+               gv::sync::now_ns() - t0 < 10'000'000'000ull)
           drain(a.ch, errors);
         if (st != Status::kOk) ++errors;
         drain(a.ch, errors);
@@ -55,8 +58,10 @@ TEST(SoftStress, ManyThreadsShareOneQp) {
     });
   }
   for (auto& th : threads) th.join();
-  // Fence the whole stream with one last signaled NOP, then drain everything.
-  post_ok(a, make_wr(WrOpcode::kNop, nullptr, 0, gv::ib::kWrSignaled));
+  // Fence the whole stream with one last signaled NOP (shared, like every post on this QP),
+  // then drain everything.
+  ASSERT_EQ(gv::ib::post_send<Ownership::kShared>(a.h, make_wr(WrOpcode::kNop, nullptr, 0, gv::ib::kWrSignaled)),
+            Status::kOk);
   ASSERT_EQ(gv::sync::bounded_wait([&] {
               drain(a.ch, errors);
               return a.h.state->sq.completed == a.h.state->sq.reserved;
@@ -111,7 +116,9 @@ TEST(SoftStress, ManyQpsOneThreadEach) {
         wr.compare_add = 1;
         Status st;
         Completion c;
-        while ((st = gv::ib::post_send<Ownership::kExclusive>(e.h, wr, gv::Budget{100'000})) == Status::kQueueFull) {
+        const std::uint64_t t0 = gv::sync::now_ns();
+        while ((st = gv::ib::post_send<Ownership::kExclusive>(e.h, wr, gv::Budget{100'000})) == Status::kQueueFull &&
+               gv::sync::now_ns() - t0 < 10'000'000'000ull) {
           if (gv::ib::try_poll_cq<Ownership::kExclusive>(e.ch, c) == Status::kCompletionError) ++failures[t];
         }
         if (st != Status::kOk) ++failures[t];
