@@ -1,0 +1,223 @@
+// Himeno benchmark on one GPU: Gosa, time, GFLOPS (34 x interior points x iterations / time),
+// achieved bandwidth at the sweep's 56 bytes per point, and the fraction of the device-to-device
+// copy bandwidth measured in the same run (the memory ceiling).
+//
+//   himeno_bench [--size XS|S|M|L|XL | --dims NI,NJ,NK] [--iters N] [--reps R]
+//                [--arith double|float] [--split] [--planes-per-block P] [--json]
+//
+// Each repetition restores the initial p (untimed), then times --iters iterations (sweep and
+// Gosa sum each) with events; the statistics are over repetitions. Every repetition must
+// give the same Gosa bits (the sum is deterministic); the run fails otherwise.
+#include <gpuverbs/himeno/gpu.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace gv::himeno;
+
+// Bytes one interior point moves per iteration: p once (window reuse), 12 coefficients,
+// the new p.
+constexpr int kBytesPerPoint = 14 * 4;
+
+#define BENCH_CHECK(expr)                                                                \
+  do {                                                                                   \
+    const cudaError_t e_ = (expr);                                                       \
+    if (e_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "himeno_bench: %s failed: %s\n", #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+struct Options {
+  std::string size = "M";
+  GridSize grid = grid_size(SizeClass::M);
+  int iters = 100, reps = 5, planes_per_block = 0;
+  Arithmetic arith = Arithmetic::kDouble;
+  bool split = false, json = false;
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "himeno_bench: %s\nusage: himeno_bench [--size XS|S|M|L|XL | --dims NI,NJ,NK] "
+               "[--iters N] [--reps R] [--arith double|float] [--split] [--planes-per-block P] "
+               "[--json]\n",
+               why);
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    auto value = [&]() -> std::string {
+      if (a + 1 >= argc) usage(("missing value after " + arg).c_str());
+      return argv[++a];
+    };
+    if (arg == "--size") {
+      o.size = value();
+      const auto sc = parse_size_class(o.size);
+      if (!sc) usage("--size takes XS, S, M, L or XL (or use --dims)");
+      o.grid = grid_size(*sc);
+      o.size = to_string(*sc);
+    } else if (arg == "--dims") {
+      const std::string v = value();
+      if (std::sscanf(v.c_str(), "%d,%d,%d", &o.grid.ni, &o.grid.nj, &o.grid.nk) != 3)
+        usage("--dims takes NI,NJ,NK");
+      o.size = "custom";
+    } else if (arg == "--iters") {
+      o.iters = std::atoi(value().c_str());
+    } else if (arg == "--reps") {
+      o.reps = std::atoi(value().c_str());
+    } else if (arg == "--planes-per-block") {
+      o.planes_per_block = std::atoi(value().c_str());
+    } else if (arg == "--arith") {
+      const std::string v = value();
+      if (v != "double" && v != "float") usage("--arith takes double or float");
+      o.arith = v == "float" ? Arithmetic::kFloat : Arithmetic::kDouble;
+    } else if (arg == "--split") {
+      o.split = true;
+    } else if (arg == "--json") {
+      o.json = true;
+    } else {
+      usage(("unknown option " + arg).c_str());
+    }
+  }
+  if (o.iters < 1 || o.reps < 1) usage("--iters and --reps must be >= 1");
+  return o;
+}
+
+struct Stats {
+  double min, median, mean, p99;
+};
+Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  double sum = 0.0;
+  for (double x : v) sum += x;
+  const auto at = [&](double q) { return v[std::min(v.size() - 1, std::size_t(q * double(v.size())))]; };
+  return {v.front(), at(0.5), sum / double(v.size()), at(0.99)};
+}
+
+// Device-to-device copy bandwidth (bytes read + bytes written) over 1 GiB, median of 10.
+double copy_bandwidth_gbs() {
+  constexpr std::size_t kBytes = std::size_t(1) << 30;
+  void *src = nullptr, *dst = nullptr;
+  BENCH_CHECK(cudaMalloc(&src, kBytes));
+  BENCH_CHECK(cudaMalloc(&dst, kBytes));
+  BENCH_CHECK(cudaMemset(src, 0x3c, kBytes));
+  cudaEvent_t t0, t1;
+  BENCH_CHECK(cudaEventCreate(&t0));
+  BENCH_CHECK(cudaEventCreate(&t1));
+  std::vector<double> ms;
+  for (int r = 0; r < 12; ++r) {
+    BENCH_CHECK(cudaEventRecord(t0));
+    BENCH_CHECK(cudaMemcpyAsync(dst, src, kBytes, cudaMemcpyDeviceToDevice));
+    BENCH_CHECK(cudaEventRecord(t1));
+    BENCH_CHECK(cudaEventSynchronize(t1));
+    float m = 0.0f;
+    BENCH_CHECK(cudaEventElapsedTime(&m, t0, t1));
+    if (r >= 2) ms.push_back(m);  // first two are warm-up
+  }
+  BENCH_CHECK(cudaEventDestroy(t0));
+  BENCH_CHECK(cudaEventDestroy(t1));
+  BENCH_CHECK(cudaFree(src));
+  BENCH_CHECK(cudaFree(dst));
+  return 2.0 * double(kBytes) / (stats(ms).median * 1e-3) / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  int dev = 0;
+  BENCH_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, dev));
+  const double copy_gbs = copy_bandwidth_gbs();
+
+  HostFields init;
+  try {
+    init = standard_fields(o.grid);
+  } catch (const std::exception& e) {
+    usage(e.what());
+  }
+  DeviceDomain dom(init, o.planes_per_block, o.arith);
+  const PlaneRange all{1, init.layout.ni - 1};
+  const Halves h = split_halves(all);
+  const std::vector<PlaneRange> ranges =
+      o.split ? std::vector<PlaneRange>{h.top, h.bottom} : std::vector<PlaneRange>{all};
+
+  double* gosa = nullptr;
+  BENCH_CHECK(cudaMalloc(&gosa, std::size_t(o.iters) * sizeof(double)));
+  cudaStream_t stream;
+  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t t0, t1;
+  BENCH_CHECK(cudaEventCreate(&t0));
+  BENCH_CHECK(cudaEventCreate(&t1));
+
+  std::vector<double> ms;
+  double first_gosa = 0.0;
+  for (int rep = -1; rep < o.reps; ++rep) {  // rep -1 warms up
+    BENCH_CHECK(dom.reset(stream));
+    BENCH_CHECK(cudaEventRecord(t0, stream));
+    for (int n = 0; n < o.iters; ++n) BENCH_CHECK(dom.iterate(ranges, gosa + n, stream));
+    BENCH_CHECK(cudaEventRecord(t1, stream));
+    BENCH_CHECK(cudaEventSynchronize(t1));
+    float m = 0.0f;
+    BENCH_CHECK(cudaEventElapsedTime(&m, t0, t1));
+    double g = 0.0;
+    BENCH_CHECK(cudaMemcpy(&g, gosa + o.iters - 1, sizeof g, cudaMemcpyDeviceToHost));
+    if (rep < 0) {
+      first_gosa = g;
+      continue;
+    }
+    if (std::memcmp(&g, &first_gosa, sizeof g) != 0) {
+      std::fprintf(stderr, "himeno_bench: Gosa differs between repetitions (%.17g vs %.17g)\n", g,
+                   first_gosa);
+      return 1;
+    }
+    ms.push_back(m);
+  }
+
+  const Stats s = stats(ms);
+  const double points = double(interior_points(o.grid));
+  const double sec = s.median * 1e-3;
+  const double gflops = kFlopsPerPoint * points * o.iters / sec / 1e9;
+  const double gbs = kBytesPerPoint * points * o.iters / sec / 1e9;
+  const double ceiling_gflops = copy_gbs / kBytesPerPoint * kFlopsPerPoint;
+  const char* arith = o.arith == Arithmetic::kDouble ? "double" : "float";
+  const LaunchPlan plan = plan_sweep(init.layout, all, dom.planes_per_block(), o.arith);
+
+  if (o.json) {
+    std::printf(
+        "{\"bench\":\"himeno\",\"device\":\"%s\",\"size\":\"%s\",\"ni\":%d,\"nj\":%d,\"nk\":%d,"
+        "\"iters\":%d,\"reps\":%d,\"arith\":\"%s\",\"split\":%s,\"planes_per_block\":%d,"
+        "\"gosa\":%.10e,\"time_ms_min\":%.4f,\"time_ms_median\":%.4f,\"time_ms_mean\":%.4f,"
+        "\"time_ms_p99\":%.4f,\"gflops\":%.1f,\"bytes_per_point\":%d,\"achieved_gbs\":%.1f,"
+        "\"copy_gbs\":%.1f,\"fraction_of_copy_bw\":%.3f,\"ceiling_gflops\":%.1f}\n",
+        prop.name, o.size.c_str(), o.grid.ni, o.grid.nj, o.grid.nk, o.iters, o.reps, arith,
+        o.split ? "true" : "false", plan.planes_per_block, first_gosa, s.min, s.median, s.mean,
+        s.p99, gflops, kBytesPerPoint, gbs, copy_gbs, gbs / copy_gbs, ceiling_gflops);
+  } else {
+    std::printf("# himeno on %s: %dx%dx%d (%s), %d iterations x %d reps, %s arithmetic%s, "
+                "%d planes per block\n",
+                prop.name, o.grid.ni, o.grid.nj, o.grid.nk, o.size.c_str(), o.iters, o.reps, arith,
+                o.split ? ", top/bottom launches" : "", plan.planes_per_block);
+    std::printf("%-7s %-16s %10s %10s %10s %10s %9s %6s %9s %9s %7s\n", "size", "gosa", "t_min_ms",
+                "t_med_ms", "t_mean_ms", "t_p99_ms", "GFLOPS", "B/pt", "GB/s", "copyGB/s", "frac");
+    std::printf("%-7s %-16.9e %10.3f %10.3f %10.3f %10.3f %9.1f %6d %9.1f %9.1f %7.3f\n",
+                o.size.c_str(), first_gosa, s.min, s.median, s.mean, s.p99, gflops, kBytesPerPoint,
+                gbs, copy_gbs, gbs / copy_gbs);
+  }
+  BENCH_CHECK(cudaEventDestroy(t0));
+  BENCH_CHECK(cudaEventDestroy(t1));
+  BENCH_CHECK(cudaStreamDestroy(stream));
+  BENCH_CHECK(cudaFree(gosa));
+  return 0;
+}
