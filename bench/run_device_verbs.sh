@@ -24,9 +24,13 @@ compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/gpu/test_g
 echo "racecheck rc=$?" | tee -a "$S"; tail -3 "$OUT/sanitizer.log" | tee -a "$S"
 B="$OUT/bench.txt"; J="$OUT/bench.json"
 run() { echo "\$ $*" >> "$B"; timeout 240 "$@" >> "$B" 2>&1; echo "rc=$?" >> "$B"; timeout 240 "$@" --json >> "$J" 2>>"$B"; }
-log "benchmarks"
-run build-dev/bench/gv_gpu_verbs postpoll -n 2000
-run build-dev/bench/gv_gpu_verbs anchors -n 20000
-run build-dev/bench/gv_gpu_verbs pingpong -a -n 1000
-run build-dev/bench/gv_pingpong -a -n 1000
+log "benchmarks: ${GV_BENCH:-postpoll anchors pingpong host-pingpong}"
+for b in ${GV_BENCH:-postpoll anchors pingpong host-pingpong}; do
+  case $b in
+    postpoll) run build-dev/bench/gv_gpu_verbs postpoll -n 2000 ;;
+    anchors) run build-dev/bench/gv_gpu_verbs anchors -n 20000 ;;
+    pingpong) run build-dev/bench/gv_gpu_verbs pingpong -a -n 1000 ;;
+    host-pingpong) run build-dev/bench/gv_pingpong -a -n 1000 ;;
+  esac
+done
 cat "$B"
