@@ -34,3 +34,11 @@ for b in ${GV_BENCH:-postpoll anchors pingpong host-pingpong}; do
   esac
 done
 cat "$B"
+if [[ -n "${GV_NCU:-}" ]]; then
+  log "ncu: post_cost_kernel (one launch of each mode)"
+  ncu --clock-control none --kernel-name post_cost_kernel --launch-count 8 \
+      --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+      build-dev/bench/gv_gpu_verbs postpoll -n 100 > "$OUT/ncu.txt" 2>&1
+  echo "ncu rc=$?" | tee -a "$S"
+  grep -E "Stall|Warp Cycles Per Issued|Issued Warp|L2 Hit|post_cost" "$OUT/ncu.txt" | head -60
+fi
