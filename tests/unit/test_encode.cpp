@@ -312,7 +312,7 @@ unsigned ref_post_send(std::uint8_t* sq_start, unsigned wqe_cnt, unsigned cur_po
           len -= copy;
           wqe = sq_start;
         }
-        std::memcpy(wqe, addr, len);
+        if (len != 0) std::memcpy(wqe, addr, len);  // a zero-length SGE may have a null address
         wqe += len;
       }
       if (inl) {
