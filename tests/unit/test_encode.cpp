@@ -19,19 +19,14 @@
 
 #include <gpuverbs/ib.hpp>
 
+#include "host_rings.hpp"
+
 namespace {
 using namespace gv::ib;
 namespace m = gv::ib::mlx5;
 
-std::uint64_t test_seed() {
-  if (const char* s = std::getenv("GV_TEST_SEED")) return std::strtoull(s, nullptr, 0);
-  return 0x6776'6572'6273'0001ull;
-}
-std::string seed_note(std::uint64_t seed) {
-  std::ostringstream o;
-  o << "seed " << seed << " (rerun with GV_TEST_SEED=" << seed << ")";
-  return o.str();
-}
+std::uint64_t test_seed() { return gvt::test_seed(0x6776'6572'6273'0001ull); }
+using gvt::seed_note;
 
 /// Byte comparison that says where the first difference is and shows both 16-byte rows.
 ::testing::AssertionResult same_bytes(const void* got, const void* want, std::size_t n) {

@@ -23,21 +23,16 @@
 
 #include <gpuverbs/ib.hpp>
 
+#include "host_rings.hpp"
+
 namespace {
 using namespace gv::ib;
 namespace m = gv::ib::mlx5;
 using gv::Status;
 using Clock = std::chrono::steady_clock;
 
-std::uint64_t test_seed() {
-  if (const char* s = std::getenv("GV_TEST_SEED")) return std::strtoull(s, nullptr, 0);
-  return 0x6776'6572'6273'0003ull;
-}
-std::string seed_note(std::uint64_t seed) {
-  std::ostringstream o;
-  o << "seed " << seed << " (rerun with GV_TEST_SEED=" << seed << ")";
-  return o.str();
-}
+std::uint64_t test_seed() { return gvt::test_seed(0x6776'6572'6273'0003ull); }
+using gvt::seed_note;
 
 template <class T>
 T load_acq(const T& v) {
@@ -48,61 +43,14 @@ void store_rel(T& v, T x) {
   std::atomic_ref<T>(v).store(x, std::memory_order_release);
 }
 
-/// One QP and one CQ on heap memory. The CQ completes both queues of the QP.
-struct HostQp {
+/// One QP and one CQ on heap memory, SQ and RQ poisoned. The CQ completes both queues.
+struct HostQp : gvt::HostRings {
   std::uint32_t sq_bbs, rq_wqes, log_cqes;
-  std::vector<Octoword> sq, rq;
-  std::vector<m::Cqe> cq;
-  std::unique_ptr<QpState> qs = std::make_unique<QpState>();
-  std::unique_ptr<CqState> cs = std::make_unique<CqState>();
-  m::QpDbrec qp_dbrec{};
-  m::CqDbrec cq_dbrec{};
-  std::uint64_t doorbell = 0;
-  std::uint32_t abort = 0, cq_error = 0;
-  QpHandle qp;
-  CqHandle cqh;
-
   HostQp(std::uint32_t sq_bbs_, std::uint32_t rq_wqes_, std::uint32_t log_cqes_,
          std::uint32_t max_recv_sge = 4, std::uint8_t poison = 0xcd)
-      : sq_bbs(sq_bbs_), rq_wqes(rq_wqes_), log_cqes(log_cqes_), sq(sq_bbs_ * 4),
-        rq(rq_wqes_ * round_up_pow2(max_recv_sge + 1)), cq(std::size_t{1} << log_cqes_) {
-    std::memset(sq.data(), poison, sq.size() * 16);
-    std::memset(rq.data(), poison, rq.size() * 16);
-    for (auto& c : cq) {
-      std::memset(&c, 0, sizeof c);
-      c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4);
-    }
-    qp.qpn = 0x00abcd;
-    qp.sq = reinterpret_cast<std::byte*>(sq.data());
-    qp.rq = reinterpret_cast<std::byte*>(rq.data());
-    qp.dbrec = &qp_dbrec;
-    qp.doorbell = &doorbell;
-    qp.state = qs.get();
-    qp.abort = &abort;
-    qp.sq_bbs = sq_bbs;
-    qp.rq_wqes = rq_wqes;
-    qp.rq_stride_shift = log2_pow2(round_up_pow2(max_recv_sge + 1) * 16);
-    qp.max_recv_sge = max_recv_sge;
-    qp.max_send_sge = 4;
-    qp.max_inline = 128;
-    cqh.cqn = 3;
-    cqh.ring = cq.data();
-    cqh.dbrec = &cq_dbrec;
-    cqh.state = cs.get();
-    cqh.abort = &abort;
-    cqh.error = &cq_error;
-    cqh.send_qp = qs.get();
-    cqh.send_sq = qp.sq;
-    cqh.recv_qp = qs.get();
-    cqh.log_cqes = log_cqes;
-    cqh.send_sq_bbs = sq_bbs;
-    cqh.send_qpn = qp.qpn;
-    cqh.recv_qpn = qp.qpn;
-  }
-  std::uint32_t cq_mask() const { return (1u << log_cqes) - 1; }
-  const std::uint8_t* sq_bytes(std::uint64_t start, std::uint32_t k = 0) const {
-    return reinterpret_cast<const std::uint8_t*>(qp.sq) + sq_octoword_offset(start, k, sq_bbs);
-  }
+      : HostRings({sq_bbs_, rq_wqes_, log_cqes_, max_recv_sge,
+                   static_cast<std::uint32_t>(round_up_pow2(max_recv_sge + 1)), 128, 0x00abcd, 3, poison}),
+        sq_bbs(sq_bbs_), rq_wqes(rq_wqes_), log_cqes(log_cqes_) {}
 };
 
 struct CqeSpec {

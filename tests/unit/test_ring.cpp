@@ -18,20 +18,15 @@
 
 #include <gpuverbs/ib.hpp>
 
+#include "host_rings.hpp"
+
 namespace {
 using namespace gv::ib;
 namespace m = gv::ib::mlx5;
 using gv::Status;
 
-std::uint64_t test_seed() {
-  if (const char* s = std::getenv("GV_TEST_SEED")) return std::strtoull(s, nullptr, 0);
-  return 0x6776'6572'6273'0002ull;
-}
-std::string seed_note(std::uint64_t seed) {
-  std::ostringstream o;
-  o << "seed " << seed << " (rerun with GV_TEST_SEED=" << seed << ")";
-  return o.str();
-}
+std::uint64_t test_seed() { return gvt::test_seed(0x6776'6572'6273'0002ull); }
+using gvt::seed_note;
 
 // ---- Arithmetic --------------------------------------------------------------------------
 
@@ -83,49 +78,11 @@ TEST(RingArithmetic, AllPow2DepthsManyLapsAgainst64BitModel) {
 
 // ---- A model HCA on plain host memory ------------------------------------------------------
 
-struct Rings {
+struct Rings : gvt::HostRings {
   std::uint32_t sq_bbs, rq_wqes, log_cqes, max_recv_sge;
-  std::vector<Octoword> sq, rq;
-  std::vector<m::Cqe> cq;
-  std::unique_ptr<QpState> qs = std::make_unique<QpState>();
-  std::unique_ptr<CqState> cs = std::make_unique<CqState>();
-  m::QpDbrec qp_dbrec{};
-  m::CqDbrec cq_dbrec{};
-  std::uint64_t doorbell = 0;
-  QpHandle qp;
-  CqHandle cqh;
-
   Rings(std::uint32_t sq_bbs_, std::uint32_t rq_wqes_, std::uint32_t log_cqes_, std::uint32_t max_recv_sge_)
-      : sq_bbs(sq_bbs_), rq_wqes(rq_wqes_), log_cqes(log_cqes_), max_recv_sge(max_recv_sge_),
-        sq(sq_bbs_ * 4), rq(rq_wqes_ * max_recv_sge_), cq(std::size_t{1} << log_cqes_) {
-    for (auto& c : cq) {
-      std::memset(&c, 0, sizeof c);
-      c.op_own = static_cast<std::uint8_t>(MLX5_CQE_INVALID << 4);
-    }
-    qp.qpn = 0x1234;
-    qp.sq = reinterpret_cast<std::byte*>(sq.data());
-    qp.rq = reinterpret_cast<std::byte*>(rq.data());
-    qp.dbrec = &qp_dbrec;
-    qp.doorbell = &doorbell;
-    qp.state = qs.get();
-    qp.sq_bbs = sq_bbs;
-    qp.rq_wqes = rq_wqes;
-    qp.rq_stride_shift = log2_pow2(max_recv_sge * 16u);
-    qp.max_recv_sge = max_recv_sge;
-    qp.max_send_sge = 4;
-    qp.max_inline = 200;
-    cqh.cqn = 7;
-    cqh.ring = cq.data();
-    cqh.dbrec = &cq_dbrec;
-    cqh.state = cs.get();
-    cqh.send_qp = qs.get();
-    cqh.send_sq = qp.sq;
-    cqh.recv_qp = qs.get();
-    cqh.log_cqes = log_cqes;
-    cqh.send_sq_bbs = sq_bbs;
-    cqh.send_qpn = qp.qpn;
-    cqh.recv_qpn = qp.qpn;
-  }
+      : HostRings({sq_bbs_, rq_wqes_, log_cqes_, max_recv_sge_, max_recv_sge_, 200, 0x1234, 7, -1}),
+        sq_bbs(sq_bbs_), rq_wqes(rq_wqes_), log_cqes(log_cqes_), max_recv_sge(max_recv_sge_) {}
 };
 
 /// Writes CQE number p the way the HCA does: payload first, then the last 4 bytes (with the
