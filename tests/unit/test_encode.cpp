@@ -571,6 +571,26 @@ TEST(EncodeWqe, InlineSizes1To300) {
   }
 }
 
+/// One SGE at every source alignment: word-aligned sources take the encoder's word path,
+/// the others its byte path; both must give rdma-core's bytes, never reading past the payload.
+TEST(EncodeWqe, InlineSingleSgeEveryAlignment) {
+  std::mt19937_64 rng(test_seed() + 13);
+  for (std::uint32_t off = 0; off < 8; ++off) {
+    for (std::uint32_t len = 1; len <= 300; len += (len < 40 ? 1 : 7)) {
+      WrStore s;
+      s.wr.opcode = len % 2 ? WrOpcode::kRdmaWrite : WrOpcode::kSend;
+      s.wr.flags = kWrInline;
+      s.wr.remote_addr = 0x2000;
+      s.wr.rkey = 5;
+      s.bufs.emplace_back(off + len);  // exactly off + len bytes: ASan catches an over-read
+      for (auto& x : s.bufs.back()) x = static_cast<std::uint8_t>(rng());
+      s.sge.push_back(Sge{reinterpret_cast<std::uint64_t>(s.bufs.back().data() + off), len, 9});
+      s.fix();
+      ASSERT_TRUE(same_wqe(s.wr, WqeCase{32, 32 * 5 + 29, 0x42}, 0xc3, nullptr)) << "off " << off << " len " << len;
+    }
+  }
+}
+
 TEST(EncodeWqe, WqeBbsForEveryDs) {
   for (std::uint32_t ds = 1; ds <= m::kMaxWqeDs; ++ds)
     EXPECT_EQ(wqe_bbs(ds), ref_bbs(ds)) << "ds " << ds;
