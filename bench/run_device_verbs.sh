@@ -31,6 +31,8 @@ for b in ${GV_BENCH:-postpoll anchors pingpong host-pingpong}; do
     anchors) run build-dev/bench/gv_gpu_verbs anchors -n 20000 ;;
     pingpong) run build-dev/bench/gv_gpu_verbs pingpong -a -n 1000 ;;
     host-pingpong) run build-dev/bench/gv_pingpong -a -n 1000 ;;
+    atomics) run build-dev/bench/gv_gpu_verbs atomics -n 2000 ;;
+    msgrate) run build-dev/bench/gv_gpu_verbs msgrate -n 20000 ;;
   esac
 done
 cat "$B"

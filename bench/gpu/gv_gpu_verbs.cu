@@ -7,6 +7,9 @@
 //   pingpong   GPU-controlled RDMA WRITE ping-pong through the soft provider (queues and
 //              buffers in pinned host memory, executed by its CPU engine): two blocks, one per
 //              QP, each polling the last byte of its buffer. Half round trip, perftest columns.
+//   atomics    GPU-controlled FETCH_ADD and CMP_SWP latency through the soft provider.
+//   msgrate    GPU-controlled message rate, 8 B inline WRITEs, 1..32 QPs with a block each,
+//              through the soft provider (its CPU engine is the executor: it bounds the rate).
 //   anchors    what the hardware gives without any verbs: a flag ping-pong between two blocks
 //              through GPU memory and through pinned host memory, and between two GPUs by peer
 //              stores when two are present; cudaMemcpyPeerAsync latency.
@@ -341,6 +344,183 @@ void run_pingpong(const std::vector<std::uint64_t>& sizes, int iters, int warmup
   }
 }
 
+// ---- atomics and message rate through the soft provider ------------------------------------
+
+/// A soft device mapped into the GPU with `n` connected QP pairs: requesters [0, n), their
+/// responders [n, 2n), and a registered buffer.
+struct SoftPairs {
+  std::unique_ptr<gv::Device> dev;
+  std::unique_ptr<gv::ProtectionDomain> pd;
+  std::vector<std::unique_ptr<gv::CompletionQueue>> cq;
+  std::vector<std::unique_ptr<gv::QueuePair>> qp;
+  std::uint8_t* buf = nullptr;
+  std::unique_ptr<gv::MemoryRegion> mr;
+  SoftPairs(int n, std::size_t bytes) {
+    gv::DeviceOptions o;
+    o.map_to_gpus = true;
+    dev = gv::Device::open("soft", o);
+    pd = dev->alloc_pd();
+    gv::QpCaps caps;
+    caps.sq_depth = 256;
+    for (int i = 0; i < 2 * n; ++i) {
+      cq.push_back(dev->create_cq(1024));
+      qp.push_back(pd->create_qp(*cq.back(), *cq.back(), caps));
+    }
+    for (int i = 0; i < n; ++i) {
+      qp[i]->connect(qp[n + i]->info());
+      qp[n + i]->connect(qp[i]->info());
+    }
+    buf = static_cast<std::uint8_t*>(dev->alloc(bytes));
+    std::memset(buf, 0, bytes);
+    mr = pd->reg_mr(buf, bytes, gv::kLocalWrite | gv::kRemoteWrite | gv::kRemoteRead | gv::kRemoteAtomic);
+  }
+  ~SoftPairs() {
+    mr.reset();
+    dev->free(buf);
+  }
+};
+
+/// One thread: n atomics on one remote word, each waited for; per-operation latency.
+__global__ void atomic_latency_kernel(const __grid_constant__ gv::ib::QpHandle qp,
+                                      const __grid_constant__ gv::ib::CqHandle cq, bool cas, std::uint64_t* target,
+                                      std::uint64_t* result, std::uint32_t lkey, std::uint32_t rkey, int n,
+                                      std::uint64_t* ns, Status* status) {
+  Sge sge{reinterpret_cast<std::uint64_t>(result), 8, lkey};
+  SendWr wr;
+  wr.opcode = cas ? WrOpcode::kAtomicCmpSwp : WrOpcode::kAtomicFetchAdd;
+  wr.flags = gv::ib::kWrSignaled;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.remote_addr = reinterpret_cast<std::uint64_t>(target);
+  wr.rkey = rkey;
+  Status st = Status::kOk;
+  for (int i = 0; i < n && st == Status::kOk; ++i) {
+    wr.compare_add = cas ? static_cast<std::uint64_t>(i) : 1;  // CAS i -> i+1 succeeds every time
+    wr.swap = static_cast<std::uint64_t>(i) + 1;
+    const std::uint64_t t0 = gtime();
+    st = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
+    gv::ib::Completion c;
+    if (st == Status::kOk) st = gv::ib::poll_cq<Ownership::kExclusive>(cq, c);
+    ns[i] = gtime() - t0;
+    // The value before the operation comes back: i for both (the counter starts at 0).
+    if (st == Status::kOk && gv::sync::load_acquire(result, gv::sync::Scope::kSystem) != static_cast<std::uint64_t>(i))
+      st = Status::kInvalidArgument;
+  }
+  *status = st;
+}
+
+void run_atomics(int iters) {
+  SoftPairs p(1, 4096);
+  std::uint64_t* ns;
+  Status* st;
+  CK(cudaMallocHost(&ns, sizeof(std::uint64_t) * iters));
+  CK(cudaMallocHost(&st, sizeof(Status)));
+  if (!g_json) {
+    std::printf("# GPU-controlled atomic latency, soft provider (CPU engine), queues in pinned host memory [us]\n");
+    gv::bench::print_latency_header(stdout);
+  }
+  for (const bool cas : {false, true}) {
+    auto* target = reinterpret_cast<std::uint64_t*>(p.buf);
+    *target = 0;
+    atomic_latency_kernel<<<1, 1>>>(p.qp[0]->device_handle(), p.cq[0]->device_handle(), cas, target,
+                                    reinterpret_cast<std::uint64_t*>(p.buf + 64), p.mr->lkey(), p.mr->rkey(), iters, ns, st);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    if (*st != Status::kOk) throw std::runtime_error(std::string("atomics failed: ") + gv::to_string(*st));
+    if (*target != static_cast<std::uint64_t>(iters)) throw std::runtime_error("atomics: the remote counter is wrong");
+    std::vector<double> us;
+    for (int i = iters / 10; i < iters; ++i) us.push_back(static_cast<double>(ns[i]) / 1000.0);
+    const auto s = gv::bench::summarize(us);
+    if (g_json)
+      std::printf("%s\n", gv::bench::latency_json("atomic", std::string("\"op\":\"") + (cas ? "cmp_swp" : "fetch_add") +
+                                                      "\",\"mode\":\"gpu-controlled\",\"provider\":\"soft-cpu-engine\",",
+                                                  8, us.size(), s).c_str());
+    else {
+      std::printf(" %s\n", cas ? "CMP_SWP" : "FETCH_ADD");
+      gv::bench::print_latency_row(stdout, 8, us.size(), s);
+    }
+  }
+  cudaFreeHost(ns);
+  cudaFreeHost(st);
+}
+
+/// Block b drives requester QP b: `n` 8-byte inline WRITEs, one CQE per 32.
+__global__ void msgrate_kernel(const gv::ib::QpHandle* qps, const gv::ib::CqHandle* cqs, std::uint64_t remote,
+                               std::uint32_t rkey, int n, std::uint64_t* ns, Status* status) {
+  if (threadIdx.x != 0) return;
+  const gv::ib::QpHandle qp = qps[blockIdx.x];
+  const gv::ib::CqHandle cq = cqs[blockIdx.x];
+  std::uint64_t payload = blockIdx.x;
+  Sge sge{reinterpret_cast<std::uint64_t>(&payload), 8, 0};
+  SendWr wr;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.remote_addr = remote + 8 * blockIdx.x;
+  wr.rkey = rkey;
+  Status st = Status::kOk;
+  const std::uint64_t t0 = gtime();
+  for (int i = 0; i < n && st == Status::kOk; ++i) {
+    wr.flags = gv::ib::kWrInline | (i % 32 == 31 || i + 1 == n ? gv::ib::kWrSignaled : 0u);
+    st = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
+    if (st == Status::kOk && (wr.flags & gv::ib::kWrSignaled)) {
+      gv::ib::Completion c;
+      // Keep up to 4 signaled batches in flight: wait only when the ring is 3/4 full.
+      if (i + 1 == n) {
+        while (st == Status::kOk && qp.state->sq.completed != qp.state->sq.reserved) st = gv::ib::poll_cq<Ownership::kExclusive>(cq, c);
+      } else if (qp.state->sq.reserved - qp.state->sq.completed > 3 * qp.sq_bbs / 4) {
+        st = gv::ib::poll_cq<Ownership::kExclusive>(cq, c);
+      }
+    }
+  }
+  ns[blockIdx.x] = gtime() - t0;
+  status[blockIdx.x] = st;
+}
+
+void run_msgrate(int per_qp) {
+  if (!g_json)
+    std::printf("# GPU-controlled message rate, 8 B inline WRITEs, one block per QP, soft provider (CPU engine)\n"
+                " %-6s %-12s %-16s\n", "#QPs", "#messages", "MsgRate[Mmsg/s]");
+  for (const int nqp : {1, 2, 4, 8, 16, 32}) {
+    SoftPairs p(nqp, 4096);
+    std::vector<gv::ib::QpHandle> hq;
+    std::vector<gv::ib::CqHandle> hc;
+    for (int i = 0; i < nqp; ++i) {
+      hq.push_back(p.qp[i]->device_handle());
+      hc.push_back(p.cq[i]->device_handle());
+    }
+    gv::ib::QpHandle* dq;
+    gv::ib::CqHandle* dc;
+    std::uint64_t* ns;
+    Status* st;
+    CK(cudaMalloc(&dq, sizeof(gv::ib::QpHandle) * nqp));
+    CK(cudaMalloc(&dc, sizeof(gv::ib::CqHandle) * nqp));
+    CK(cudaMemcpy(dq, hq.data(), sizeof(gv::ib::QpHandle) * nqp, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dc, hc.data(), sizeof(gv::ib::CqHandle) * nqp, cudaMemcpyHostToDevice));
+    CK(cudaMallocHost(&ns, sizeof(std::uint64_t) * nqp));
+    CK(cudaMallocHost(&st, sizeof(Status) * nqp));
+    msgrate_kernel<<<nqp, 32>>>(dq, dc, reinterpret_cast<std::uint64_t>(p.buf), p.mr->rkey(), per_qp, ns, st);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::uint64_t longest = 0;
+    for (int i = 0; i < nqp; ++i) {
+      if (st[i] != Status::kOk) throw std::runtime_error(std::string("msgrate failed: ") + gv::to_string(st[i]));
+      longest = std::max(longest, ns[i]);
+    }
+    const double total = static_cast<double>(per_qp) * nqp;
+    const double rate = total / (static_cast<double>(longest) / 1e9) / 1e6;
+    if (g_json)
+      std::printf("{\"bench\":\"msgrate\",\"mode\":\"gpu-controlled\",\"provider\":\"soft-cpu-engine\",\"qps\":%d,\"bytes\":8,\"messages\":%.0f,\"mmsg_per_s\":%.3f}\n",
+                  nqp, total, rate);
+    else
+      std::printf(" %-6d %-12.0f %-16.3f\n", nqp, total, rate);
+    cudaFree(dq);
+    cudaFree(dc);
+    cudaFreeHost(ns);
+    cudaFreeHost(st);
+  }
+}
+
 // ---- anchors ----------------------------------------------------------------------------------
 
 /// Two parties bounce a counter through two flag words; party 0 times each round trip.
@@ -502,7 +682,7 @@ void run_anchors(int iters) {
 
 int main(int argc, char** argv) try {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s postpoll|pingpong|anchors [-a] [-n ITERS] [--json]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s postpoll|pingpong|anchors|atomics|msgrate [-a] [-n ITERS] [--json]\n", argv[0]);
     return 2;
   }
   const std::string cmd = argv[1];
@@ -529,6 +709,8 @@ int main(int argc, char** argv) try {
   if (cmd == "postpoll") run_postpoll(std::max(iters / 100, 5));
   else if (cmd == "pingpong") run_pingpong(sizes, iters, 100);
   else if (cmd == "anchors") run_anchors(iters);
+  else if (cmd == "atomics") run_atomics(iters);
+  else if (cmd == "msgrate") run_msgrate(iters);
   else {
     std::fprintf(stderr, "unknown command %s\n", cmd.c_str());
     return 2;
