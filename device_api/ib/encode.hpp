@@ -153,29 +153,6 @@ GV_HD GV_INLINE std::uint8_t payload_byte(const SendWr& wr, std::uint64_t off) {
   return 0;
 }
 
-/// Payload bytes [off, off+4) of a 4-byte-aligned source as a little-endian word, zero past
-/// `len`; never reads past the payload.
-GV_HD GV_INLINE std::uint32_t inline_word(const std::uint8_t* src, std::uint64_t off, std::uint64_t len) {
-  if (off >= len) return 0;
-  if (off + 4 <= len) return *reinterpret_cast<const std::uint32_t*>(src + off);
-  std::uint32_t v = 0;
-  for (std::uint64_t i = off; i < len; ++i) v |= std::uint32_t{src[i]} << (8 * (i - off));
-  return v;
-}
-
-/// Inline octoword j of a single-SGE payload whose source is 4-byte aligned: the payload
-/// starts 4 bytes into the inline segment, so each octoword is four aligned source words
-/// (the first carries the header instead of its first word).
-GV_HD GV_INLINE Octoword inline_octoword_aligned(const SendWr& wr, std::uint32_t j, std::uint64_t len) {
-  const auto* src = reinterpret_cast<const std::uint8_t*>(wr.sg_list[0].addr);
-  const std::uint64_t base = std::uint64_t{j} * 16;  // inline-segment offset of word 0
-  Octoword o;
-  o.w[0] = j == 0 ? make_inline_seg(static_cast<std::uint32_t>(len)).byte_count.raw
-                  : inline_word(src, base - sizeof(mlx5::InlineSeg), len);
-  for (std::uint32_t w = 1; w < 4; ++w) o.w[w] = inline_word(src, base + 4 * w - sizeof(mlx5::InlineSeg), len);
-  return o;
-}
-
 /// Octoword k (0 <= k < wqe_ds(wr)) of the WQE for `wr` at WQE index `wqe_index` of QP `qpn`.
 GV_HD GV_INLINE Octoword wqe_octoword(const SendWr& wr, std::uint32_t k, std::uint16_t wqe_index,
                                       std::uint32_t qpn) {
@@ -194,9 +171,8 @@ GV_HD GV_INLINE Octoword wqe_octoword(const SendWr& wr, std::uint32_t k, std::ui
   const std::uint32_t j = k - header_octowords(wr.opcode);
   if ((wr.flags & kWrInline) && carries_payload(wr.opcode)) {
     // Inline bytes: a 4-byte header, then the payload, zero-padded to the octoword.
-    const std::uint64_t len = payload_bytes(wr);
-    if (wr.num_sge == 1 && wr.sg_list[0].addr % 4 == 0) return inline_octoword_aligned(wr, j, len);
     alignas(16) std::uint8_t b[16];
+    const std::uint64_t len = payload_bytes(wr);
     for (std::uint32_t i = 0; i < 16; ++i) {
       const std::uint64_t pos = std::uint64_t{j} * 16 + i;
       b[i] = (pos >= sizeof(mlx5::InlineSeg) && pos - sizeof(mlx5::InlineSeg) < len)

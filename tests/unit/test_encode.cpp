@@ -571,8 +571,7 @@ TEST(EncodeWqe, InlineSizes1To300) {
   }
 }
 
-/// One SGE at every source alignment: word-aligned sources take the encoder's word path,
-/// the others its byte path; both must give rdma-core's bytes, never reading past the payload.
+/// One SGE at every source alignment: rdma-core's bytes, never reading past the payload.
 TEST(EncodeWqe, InlineSingleSgeEveryAlignment) {
   std::mt19937_64 rng(test_seed() + 13);
   for (std::uint32_t off = 0; off < 8; ++off) {
