@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include <gpuverbs/host/types.hpp>
 #include <gpuverbs/ib/mlx5_format.hpp>
 
 namespace gv::soft {
@@ -18,15 +19,7 @@ inline constexpr std::uint32_t kQpnBase = 0x40;     ///< qpn = kQpnBase + slot
 inline constexpr std::uint32_t kMaxPathLen = 64;
 inline constexpr std::uint32_t kAsyncEventSlots = 64;
 
-/// Access flags: the ibv_access_flags values.
-enum Access : std::uint32_t {
-  kAccessLocalWrite = 1,
-  kAccessRemoteWrite = 2,
-  kAccessRemoteRead = 4,
-  kAccessRemoteAtomic = 8,
-};
-
-enum class QpState : std::uint32_t { kReset = 0, kInit, kRtr, kRts, kError };
+using gv::QpState;
 
 enum class AsyncEventType : std::uint32_t {
   kCqOverrun = 1,       ///< a CQE found no room: the CQ and its QPs are in error
@@ -66,7 +59,7 @@ struct QpCtx {
   std::uint32_t qpn;          ///< 0: free slot
   std::uint32_t state;        ///< QpState; engines may move it to kError
   std::uint32_t pdn;
-  std::uint32_t access;       ///< remote access the QP grants as responder
+  std::uint32_t access;       ///< gv::Access the QP grants as responder
   std::uint32_t send_cq;      ///< CQ slot in this arena
   std::uint32_t recv_cq;
   std::uint64_t sq_off, rq_off, dbrec_off, doorbell_off;

@@ -383,7 +383,7 @@ class Hca {
       const m5::DataSeg d = as_data_seg(ib::load_octoword(rwqe + 16 * n));
       if (d.lkey.get() == m5::kInvalidLkey) break;
       const MemCheck c = resolve(pa, env.self_pid(), d.lkey.get(), d.addr.get(),
-                                 d.byte_count.get(), pq.pdn, kAccessLocalWrite, dst[n]);
+                                 d.byte_count.get(), pq.pdn, gv::kLocalWrite, dst[n]);
       if (c != MemCheck::kOk) return m5::kSyndLocalProtErr;
       cap[n] = d.byte_count.get();
       total += cap[n];
@@ -444,7 +444,7 @@ class Hca {
     if (!w.inl) {
       const std::uint32_t need =
           (w.opcode == m5::kOpRdmaRead || w.opcode == m5::kOpAtomicCs || w.opcode == m5::kOpAtomicFa)
-              ? std::uint32_t{kAccessLocalWrite}
+              ? std::uint32_t{gv::kLocalWrite}
               : std::uint32_t{0};
       for (std::uint32_t i = 0; i < w.num_sge; ++i) {
         const m5::DataSeg d = as_data_seg(sq_oct(sq, q.sq_bbs, q.sq_head, w.first_payload_oct + i));
@@ -465,8 +465,8 @@ class Hca {
       case m5::kOpRdmaWriteImm: {
         std::byte* dst = nullptr;
         if (w.length != 0) {
-          if ((pq.access & kAccessRemoteWrite) == 0) return finish(env, q, w, m5::kSyndRemoteAccessErr);
-          if (resolve(pa, env.self_pid(), w.rkey, w.raddr, w.length, pq.pdn, kAccessRemoteWrite, dst) !=
+          if ((pq.access & gv::kRemoteWrite) == 0) return finish(env, q, w, m5::kSyndRemoteAccessErr);
+          if (resolve(pa, env.self_pid(), w.rkey, w.raddr, w.length, pq.pdn, gv::kRemoteWrite, dst) !=
               MemCheck::kOk)
             return finish(env, q, w, m5::kSyndRemoteAccessErr);
         }
@@ -513,8 +513,8 @@ class Hca {
       case m5::kOpRdmaRead: {
         std::byte* src = nullptr;
         if (w.length != 0) {
-          if ((pq.access & kAccessRemoteRead) == 0) return finish(env, q, w, m5::kSyndRemoteAccessErr);
-          if (resolve(pa, env.self_pid(), w.rkey, w.raddr, w.length, pq.pdn, kAccessRemoteRead, src) !=
+          if ((pq.access & gv::kRemoteRead) == 0) return finish(env, q, w, m5::kSyndRemoteAccessErr);
+          if (resolve(pa, env.self_pid(), w.rkey, w.raddr, w.length, pq.pdn, gv::kRemoteRead, src) !=
               MemCheck::kOk)
             return finish(env, q, w, m5::kSyndRemoteAccessErr);
         }
@@ -523,7 +523,7 @@ class Hca {
           const m5::DataSeg d = as_data_seg(sq_oct(sq, q.sq_bbs, q.sq_head, w.first_payload_oct + i));
           std::byte* dst;
           resolve(a, env.self_pid(), d.lkey.get(), d.addr.get(), d.byte_count.get(), q.pdn,
-                  kAccessLocalWrite, dst);
+                  gv::kLocalWrite, dst);
           const std::uint64_t n = d.byte_count.get();
           if (n != 0) env.copy(dst, src + off, n, off + n == w.length);
           off += n;
@@ -532,10 +532,10 @@ class Hca {
       }
       case m5::kOpAtomicCs:
       case m5::kOpAtomicFa: {
-        if ((pq.access & kAccessRemoteAtomic) == 0) return finish(env, q, w, m5::kSyndRemoteAccessErr);
+        if ((pq.access & gv::kRemoteAtomic) == 0) return finish(env, q, w, m5::kSyndRemoteAccessErr);
         if (w.raddr % 8 != 0) return finish(env, q, w, m5::kSyndRemoteInvalReqErr);
         std::byte* target;
-        if (resolve(pa, env.self_pid(), w.rkey, w.raddr, 8, pq.pdn, kAccessRemoteAtomic, target) !=
+        if (resolve(pa, env.self_pid(), w.rkey, w.raddr, 8, pq.pdn, gv::kRemoteAtomic, target) !=
             MemCheck::kOk)
           return finish(env, q, w, m5::kSyndRemoteAccessErr);
         auto* t = reinterpret_cast<std::uint64_t*>(target);
@@ -548,7 +548,7 @@ class Hca {
         }
         const m5::DataSeg d = as_data_seg(sq_oct(sq, q.sq_bbs, q.sq_head, w.first_payload_oct));
         std::byte* res;
-        resolve(a, env.self_pid(), d.lkey.get(), d.addr.get(), 8, q.pdn, kAccessLocalWrite, res);
+        resolve(a, env.self_pid(), d.lkey.get(), d.addr.get(), 8, q.pdn, gv::kLocalWrite, res);
         // The original value lands in host byte order (ConnectX in host-endian atomic mode).
         env.copy(res, &old, 8, true);
         return finish(env, q, w, 0);

@@ -34,12 +34,6 @@ using soft::MrEntry;
 using soft::QpCtx;
 namespace m5 = ib::mlx5;
 
-static_assert(static_cast<std::uint32_t>(kLocalWrite) == soft::kAccessLocalWrite &&
-              static_cast<std::uint32_t>(kRemoteWrite) == soft::kAccessRemoteWrite &&
-              static_cast<std::uint32_t>(kRemoteRead) == soft::kAccessRemoteRead &&
-              static_cast<std::uint32_t>(kRemoteAtomic) == soft::kAccessRemoteAtomic);
-static_assert(static_cast<std::uint32_t>(QpState::kError) ==
-              static_cast<std::uint32_t>(soft::QpState::kError));
 
 constexpr std::uint32_t kMaxMrs = 4096;
 constexpr std::uint32_t kMaxQps = 1024;

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include <gpuverbs/host/types.hpp>
 #include <gpuverbs/ib/handles.hpp>
 #include <gpuverbs/ib/poll.hpp>
 
@@ -35,15 +36,6 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Memory and QP access rights (the ibv_access_flags values).
-enum Access : std::uint32_t {
-  kLocalWrite = 1,
-  kRemoteWrite = 2,
-  kRemoteRead = 4,
-  kRemoteAtomic = 8,
-};
-
-enum class QpState : std::uint32_t { kReset = 0, kInit, kRtr, kRts, kError };
 const char* to_string(QpState s);
 
 /// An asynchronous error raised by the provider outside any completion.
