@@ -496,6 +496,7 @@ class SoftProvider final : public Provider {
 
   // ---- asynchronous events and abort ----
   std::optional<AsyncEvent> poll_async_event() override {
+    std::lock_guard lk(events_mu_);  // the read cursor is shared by the host's threads
     ArenaHeader* h = arena_.hdr();
     const std::uint64_t head = sync::load_acquire(&h->events_head);
     if (events_read_ >= head) return std::nullopt;
@@ -624,6 +625,7 @@ class SoftProvider final : public Provider {
   void* cq_state_[kMaxCqs] = {};
   void* qp_state_[kMaxQps] = {};
   std::uint32_t last_pdn_ = 0;
+  std::mutex events_mu_;
   std::uint64_t events_read_ = 0;
   bool gpu_mapped_ = false;
   std::atomic<std::uint32_t> qp_high_{0};

@@ -151,26 +151,28 @@ std::unique_ptr<QueuePair> ProtectionDomain::create_qp(CompletionQueue& send_cq,
   l.recv_cqn = recv_cq.cqn();
 
   // A CQ retires at most one send queue and one receive queue (its handle frees their
-  // space as completions are polled).
-  std::scoped_lock lk(send_cq.impl_->mu);
+  // space as completions are polled). Both CQs are locked together (no lock-order deadlock
+  // between two threads passing the same CQs the other way round).
+  std::unique_lock ls(send_cq.impl_->mu, std::defer_lock), lr(recv_cq.impl_->mu, std::defer_lock);
+  if (&send_cq == &recv_cq) {
+    ls.lock();
+  } else {
+    std::lock(ls, lr);
+  }
   if (send_cq.impl_->send_qpn != 0)
     throw Error("create_qp: CQ " + std::to_string(send_cq.cqn()) +
                 " already completes the send queue of QP " + hex(send_cq.impl_->send_qpn) +
                 "; give each QP's send queue its own CQ (one CQ may serve one send and one "
                 "receive queue)");
-  {
-    std::unique_lock lk2(recv_cq.impl_->mu, std::defer_lock);
-    if (&recv_cq != &send_cq) lk2.lock();
-    if (recv_cq.impl_->recv_qpn != 0)
-      throw Error("create_qp: CQ " + std::to_string(recv_cq.cqn()) +
-                  " already completes the receive queue of QP " + hex(recv_cq.impl_->recv_qpn) +
-                  "; give each QP's receive queue its own CQ");
-    const std::uint32_t qpn = impl_->provider->create_qp(l);
-    send_cq.impl_->send_qpn = qpn;
-    recv_cq.impl_->recv_qpn = qpn;
-    return std::unique_ptr<QueuePair>(new QueuePair(std::make_unique<detail::QpImpl>(
-        detail::QpImpl{impl_->provider, qpn, send_cq.impl_, recv_cq.impl_})));
-  }
+  if (recv_cq.impl_->recv_qpn != 0)
+    throw Error("create_qp: CQ " + std::to_string(recv_cq.cqn()) +
+                " already completes the receive queue of QP " + hex(recv_cq.impl_->recv_qpn) +
+                "; give each QP's receive queue its own CQ");
+  const std::uint32_t qpn = impl_->provider->create_qp(l);
+  send_cq.impl_->send_qpn = qpn;
+  recv_cq.impl_->recv_qpn = qpn;
+  return std::unique_ptr<QueuePair>(new QueuePair(std::make_unique<detail::QpImpl>(
+      detail::QpImpl{impl_->provider, qpn, send_cq.impl_, recv_cq.impl_})));
 }
 
 // ---- MemoryRegion ----------------------------------------------------------------------
