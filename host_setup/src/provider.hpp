@@ -1,8 +1,10 @@
 // The provider interface behind gv::Device: who creates queues and executes work requests.
 // Internal to host_setup; the public classes in verbs.hpp validate arguments and forward here.
 #pragma once
+#include <cinttypes>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -10,6 +12,13 @@
 #include <gpuverbs/ib/handles.hpp>
 
 namespace gv::detail {
+
+/// "0x41": how host_setup's messages print QPNs, keys and addresses.
+inline std::string hex(std::uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "0x%" PRIx64, v);
+  return b;
+}
 
 struct CqDesc {
   std::uint32_t cqn = 0;

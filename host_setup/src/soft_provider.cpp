@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -41,12 +40,6 @@ constexpr std::uint32_t kMaxCqs = 1024;
 
 std::string errno_text(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);
-}
-
-std::string hex(std::uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof(b), "0x%" PRIx64, v);
-  return b;
 }
 
 /// First-fit allocator over the arena's heap range. Offsets only; owner process only.
@@ -138,7 +131,7 @@ class CpuEnv {
  public:
   CpuEnv(Arena own, std::string own_path) : own_(own), path_(std::move(own_path)), pid_(getpid()) {}
   ~CpuEnv() {
-    for (auto& [path, m] : peers_) munmap(m.base, m.size);
+    for (auto& [path, p] : peers_) munmap(p.arena.base, p.size);
   }
   CpuEnv(const CpuEnv&) = delete;
   CpuEnv& operator=(const CpuEnv&) = delete;
@@ -150,12 +143,11 @@ class CpuEnv {
   const Arena* peer(const QpCtx& q) {
     if (std::strncmp(q.peer_arena, path_.c_str(), soft::kMaxPathLen) == 0) return &own_;
     const std::string key(q.peer_arena, strnlen(q.peer_arena, soft::kMaxPathLen));
-    auto it = arenas_.find(key);
-    if (it != arenas_.end()) return &it->second;
+    auto it = peers_.find(key);
+    if (it != peers_.end()) return &it->second.arena;
     const Mapping m = map_arena_path(key.c_str());
     if (m.base == nullptr) return nullptr;  // peer gone: the requester sees retry-exceeded
-    peers_[key] = m;
-    return &(arenas_[key] = Arena{m.base});
+    return &(peers_[key] = MappedPeer{Arena{m.base}, m.size}).arena;
   }
 
   /// Host data mover. With `publish`, the last byte is stored last with release semantics:
@@ -175,8 +167,11 @@ class CpuEnv {
   Arena own_;
   std::string path_;
   std::int32_t pid_;
-  std::unordered_map<std::string, Mapping> peers_;
-  std::unordered_map<std::string, Arena> arenas_;
+  struct MappedPeer {
+    Arena arena;
+    std::size_t size;
+  };
+  std::unordered_map<std::string, MappedPeer> peers_;  ///< peer arenas mapped on first use
 };
 
 class SoftProvider final : public Provider {

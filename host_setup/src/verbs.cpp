@@ -1,6 +1,5 @@
 // Public host-setup objects: argument validation, lifetimes, and forwarding to the provider.
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <mutex>
 
@@ -46,11 +45,7 @@ struct QpImpl {
 
 namespace {
 
-std::string hex(std::uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof(b), "0x%" PRIx64, v);
-  return b;
-}
+using detail::hex;
 
 void check_range(const char* who, const char* what, std::uint64_t v, std::uint64_t lo,
                  std::uint64_t hi) {

@@ -54,6 +54,18 @@ class SoftErrors : public ::testing::Test {
     EXPECT_EQ(f.syndrome, m5::kSyndWrFlushErr) << gv::describe(f);
   }
 
+  /// Reserve a's next WQEBB and write a signaled 8-byte WRITE there, without publishing it:
+  /// the tests then break one publishing step on purpose.
+  std::uint64_t WriteUnpublishedWqe() {
+    const Sge s = a_buf->sge(0, 8);
+    const SendWr wr = make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey());
+    std::uint64_t start = 0;
+    EXPECT_EQ(gv::ib::wq_reserve<Ownership::kExclusive>(&a->h.state->sq, a->h.sq_bbs, 1, start, {}, nullptr),
+              Status::kOk);
+    gv::ib::sq_write_wqe(a->h, start, wr);
+    return start;
+  }
+
   std::unique_ptr<gv::Device> dev;
   std::unique_ptr<Endpoint> a, b;
   std::unique_ptr<Buffer> a_buf, b_buf;
@@ -140,12 +152,7 @@ TEST_F(SoftErrors, MisalignedAtomicIsRemoteInvalidRequest) {
 TEST_F(SoftErrors, MalformedWqeIsLocalQpOperationError) {
   // Corrupt the opcode of a WQE after writing it, before the doorbell: the engine must refuse
   // it as ConnectX does.
-  const Sge s = a_buf->sge(0, 8);
-  const SendWr wr = make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey());
-  std::uint64_t start = 0;
-  ASSERT_EQ(gv::ib::wq_reserve<Ownership::kExclusive>(&a->h.state->sq, a->h.sq_bbs, 1, start, {}, nullptr),
-            Status::kOk);
-  gv::ib::sq_write_wqe(a->h, start, wr);
+  const std::uint64_t start = WriteUnpublishedWqe();
   a->h.sq[3] = std::byte{0x77};  // opcode byte of the control segment (big-endian word 0)
   gv::ib::sq_ring_doorbell(a->h, start + 1,
                            gv::ib::doorbell_value(gv::ib::load_octoword(a->h.sq + gv::ib::sq_octoword_offset(start, 0, a->h.sq_bbs))));
@@ -156,12 +163,7 @@ TEST_F(SoftErrors, MalformedWqeIsLocalQpOperationError) {
 }
 
 TEST_F(SoftErrors, DoorbellNamingAnotherQpIsAnAsyncFatalError) {
-  const Sge s = a_buf->sge(0, 8);
-  const SendWr wr = make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey());
-  std::uint64_t start = 0;
-  ASSERT_EQ(gv::ib::wq_reserve<Ownership::kExclusive>(&a->h.state->sq, a->h.sq_bbs, 1, start, {}, nullptr),
-            Status::kOk);
-  gv::ib::sq_write_wqe(a->h, start, wr);
+  WriteUnpublishedWqe();  // at WQEBB 0: the doorbell record below publishes it
   gv::sync::store_release(&a->h.dbrec->snd.raw, gv::be32::from(1).raw);
   std::uint64_t db;
   const gv::ib::mlx5::CtrlSeg bogus = gv::ib::make_ctrl_seg(0, m5::kOpRdmaWrite, 0, b->qp->qpn(), 0, 3, 0, {});
