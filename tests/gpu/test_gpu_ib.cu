@@ -24,11 +24,17 @@ using gv::ib::Sge;
 using gv::ib::WrOpcode;
 namespace m5 = gv::ib::mlx5;
 
+/// A failed CUDA call fails the test (read-backs that fed a comparison must not fail silently).
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) ADD_FAILURE() << what << ": " << cudaGetErrorString(e);
+}
+
+/// Zeroed GPU memory, or null (after a test failure) if the allocation fails.
 template <class T>
 T* dev_alloc(std::size_t n) {
   T* p = nullptr;
   if (cudaMalloc(&p, n * sizeof(T)) != cudaSuccess) return nullptr;
-  cudaMemset(p, 0, n * sizeof(T));
+  ck(cudaMemset(p, 0, n * sizeof(T)), "cudaMemset");
   return p;
 }
 
@@ -37,22 +43,22 @@ struct GpuRing {
   gv::ib::QpHandle h{};
   std::vector<std::byte> ring() const {
     std::vector<std::byte> v(std::size_t{h.sq_bbs} * 64);
-    cudaMemcpy(v.data(), h.sq, v.size(), cudaMemcpyDeviceToHost);
+    ck(cudaMemcpy(v.data(), h.sq, v.size(), cudaMemcpyDeviceToHost), "read back the SQ");
     return v;
   }
   gv::ib::QpState state() const {
     gv::ib::QpState s;
-    cudaMemcpy(&s, h.state, sizeof(s), cudaMemcpyDeviceToHost);
+    ck(cudaMemcpy(&s, h.state, sizeof(s), cudaMemcpyDeviceToHost), "read back the counters");
     return s;
   }
   std::uint64_t doorbell() const {
     std::uint64_t d;
-    cudaMemcpy(&d, h.doorbell, 8, cudaMemcpyDeviceToHost);
+    ck(cudaMemcpy(&d, h.doorbell, 8, cudaMemcpyDeviceToHost), "read back the doorbell");
     return d;
   }
   std::uint32_t dbrec_snd() const {
     m5::QpDbrec r;
-    cudaMemcpy(&r, h.dbrec, 8, cudaMemcpyDeviceToHost);
+    ck(cudaMemcpy(&r, h.dbrec, 8, cudaMemcpyDeviceToHost), "read back the doorbell record");
     return r.snd.get();
   }
   ~GpuRing() {
