@@ -63,8 +63,11 @@ struct QpHandle {
   std::uint32_t max_send_sge = 0;
   std::uint32_t max_inline = 0;
   /// Who executes the WQEs: kSystem for a NIC or a CPU engine, kGpu for an engine on this
-  /// GPU. Doorbell-record and doorbell stores are released at this scope.
+  /// GPU. Send doorbell-record and doorbell stores are released at this scope.
   sync::Scope executor = sync::Scope::kSystem;
+  /// Who takes the posted receive WQEs (the peer's executor with a software HCA, whose
+  /// requester delivers into our RQ): the receive doorbell record is released at this scope.
+  sync::Scope rq_executor = sync::Scope::kSystem;
 };
 static_assert(sizeof(QpHandle) == 88);
 

@@ -180,7 +180,7 @@ GV_HD Status post_recv(const QpHandle& qp, const Sge* sgl, std::uint32_t n, Budg
   if (st != Status::kOk) return st;
   sync::wqe_visible_before_dbrec(&qp.dbrec->rcv.raw,
                                  be32::from(static_cast<std::uint32_t>((start + 1) & 0xffffu)).raw,
-                                 qp.executor);
+                                 qp.rq_executor);
   wq_pass_turn<O>(&qp.state->rq, start + 1);
   return Status::kOk;
 }

@@ -14,10 +14,11 @@
 namespace gv::soft {
 
 inline constexpr std::uint64_t kArenaMagic = 0x6770757665726273ull;  // "gpuverbs"
-inline constexpr std::uint32_t kArenaVersion = 1;
+inline constexpr std::uint32_t kArenaVersion = 2;
 inline constexpr std::uint32_t kQpnBase = 0x40;     ///< qpn = kQpnBase + slot
 inline constexpr std::uint32_t kMaxPathLen = 64;
 inline constexpr std::uint32_t kAsyncEventSlots = 64;
+inline constexpr std::uint32_t kMaxEngineWarps = 8;  ///< GPU engine: warps, each serving qpn % warps
 
 using gv::QpState;
 
@@ -69,6 +70,7 @@ struct QpCtx {
   std::uint32_t min_rnr_timer;  ///< IB encoding 0..31
   std::uint32_t peer_qpn;
   std::int32_t peer_pid;
+  std::uint64_t peer_base;    ///< GPU engine: the peer arena's address in this process (0: none)
   char peer_arena[kMaxPathLen];  ///< how to map the peer's arena ("/proc/<pid>/fd/<fd>")
   // ---- requester progress: this arena's engine only ----
   std::uint64_t sq_head;      ///< next WQEBB to execute
@@ -92,6 +94,12 @@ struct ArenaHeader {
   std::uint64_t mr_table_off, qp_table_off, cq_table_off, heap_off;
   std::uint64_t events_head;  ///< async events produced (fetch_add); ring of kAsyncEventSlots
   AsyncEvent events[kAsyncEventSlots];
+  // ---- GPU engine only (the CPU engine's loop lives in the host library) ----
+  std::uint32_t qp_high;      ///< slots below this may hold QPs (host-written)
+  std::uint32_t engine_stop;  ///< host raises it to end the engine kernel
+  /// Sweeps completed by each engine warp, published every few sweeps and at start: the
+  /// heartbeat, and the quiescence point for destroy (two advances = no stale QP access).
+  std::uint64_t epoch[kMaxEngineWarps];
 };
 
 }  // namespace gv::soft

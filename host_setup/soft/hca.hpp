@@ -15,6 +15,8 @@
 //              a receiver polling the last byte sees the whole message (PCIe write order)
 //   uint64_t env.now_ns()
 //   int32_t  env.self_pid()              process whose private (non-arena) memory we reach
+//   Scope    env.scope(const Arena&)     scope whose observers must see this engine's stores to
+//              that arena: its own GPU for a GPU engine's own arena, the system otherwise
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -110,7 +112,7 @@ GV_HD GV_INLINE MemCheck resolve(const Arena& a, std::int32_t self_pid, std::uin
 /// Append a CQE to CQ `cq_slot` of arena `a`. Returns false on overrun, after declaring it:
 /// the CQ's error flag is raised, an asynchronous event is queued in the CQ's arena and every
 /// QP of that arena using the CQ moves to the error state.
-GV_HD GV_INLINE bool push_cqe(const Arena& a, std::uint32_t cq_slot, m5::Cqe cqe) {
+GV_HD GV_INLINE bool push_cqe(const Arena& a, std::uint32_t cq_slot, m5::Cqe cqe, sync::Scope scope) {
   CqCtx* cq = a.cqs() + cq_slot;
   const std::uint64_t p = sync::fetch_add(&cq->produced, std::uint64_t{1});
   const auto* dbrec = a.at<m5::CqDbrec>(cq->dbrec_off);
@@ -134,7 +136,7 @@ GV_HD GV_INLINE bool push_cqe(const Arena& a, std::uint32_t cq_slot, m5::Cqe cqe
   std::uint32_t tail;
   std::memcpy(&tail, reinterpret_cast<const std::byte*>(&cqe) + 60, 4);
   // The owner bit goes last: a poller that sees it sees the whole CQE.
-  sync::store_release(reinterpret_cast<std::uint32_t*>(&slot->wqe_counter), tail);
+  sync::store_release(reinterpret_cast<std::uint32_t*>(&slot->wqe_counter), tail, scope);
   return true;
 }
 
@@ -324,14 +326,15 @@ class Hca {
     const Arena& a = env.own();
     const auto idx = static_cast<std::uint16_t>(q.sq_head);
     if (syndrome != 0) {
-      push_cqe(a, q.send_cq, make_err_cqe(true, q.qpn, w.opcode, idx, syndrome));
+      push_cqe(a, q.send_cq, make_err_cqe(true, q.qpn, w.opcode, idx, syndrome), env.scope(a));
       return Exec::kFailed;
     }
     if (w.fm_ce_se & m5::kCtrlCqUpdate) {
       const bool reports_len = w.opcode == m5::kOpRdmaRead || w.opcode == m5::kOpAtomicCs ||
                                w.opcode == m5::kOpAtomicFa;
       push_cqe(a, q.send_cq,
-               make_req_cqe(q.qpn, w.opcode, idx, reports_len ? static_cast<std::uint32_t>(w.length) : 0));
+               make_req_cqe(q.qpn, w.opcode, idx, reports_len ? static_cast<std::uint32_t>(w.length) : 0),
+               env.scope(a));
     }
     return Exec::kDone;
   }
@@ -481,7 +484,7 @@ class Hca {
           c.wqe_counter = be16::from(static_cast<std::uint16_t>(ridx));
           c.op_own = static_cast<std::uint8_t>((m5::kCqeRespWrImm << 4) |
                                                ((w.fm_ce_se & m5::kCtrlSolicited) ? 2 : 0));
-          push_cqe(pa, pq.recv_cq, c);
+          push_cqe(pa, pq.recv_cq, c, env.scope(pa));
         }
         return finish(env, q, w, 0);
       }
@@ -494,7 +497,7 @@ class Hca {
           // The responder consumed the receive WQE and fails it; its QP enters error, and
           // the requester learns of it through the NAK's syndrome.
           push_cqe(pa, pq.recv_cq,
-                   make_err_cqe(false, pq.qpn, 0, static_cast<std::uint16_t>(ridx), rs));
+                   make_err_cqe(false, pq.qpn, 0, static_cast<std::uint16_t>(ridx), rs), env.scope(pa));
           set_qp_error(pq);
           return finish(env, q, w,
                         rs == m5::kSyndLocalLengthErr ? m5::kSyndRemoteInvalReqErr : m5::kSyndRemoteOpErr);
@@ -507,7 +510,7 @@ class Hca {
         c.op_own = static_cast<std::uint8_t>(
             ((w.opcode == m5::kOpSendImm ? m5::kCqeRespSendImm : m5::kCqeRespSend) << 4) |
             ((w.fm_ce_se & m5::kCtrlSolicited) ? 2 : 0));
-        push_cqe(pa, pq.recv_cq, c);
+        push_cqe(pa, pq.recv_cq, c, env.scope(pa));
         return finish(env, q, w, 0);
       }
       case m5::kOpRdmaRead: {
@@ -573,7 +576,8 @@ class Hca {
       const std::uint32_t ds = byteswap(c.w[1]) & 0x3f;
       const std::uint32_t nbb = ib::wqe_bbs(ds == 0 ? 1 : ds);
       push_cqe(a, q.send_cq, make_err_cqe(true, q.qpn, static_cast<std::uint8_t>(byteswap(c.w[0])),
-                                          static_cast<std::uint16_t>(q.sq_head), m5::kSyndWrFlushErr));
+                                          static_cast<std::uint16_t>(q.sq_head), m5::kSyndWrFlushErr),
+               env.scope(a));
       q.sq_head += nbb;
       any = true;
     }
@@ -581,7 +585,8 @@ class Hca {
     std::uint64_t ridx;
     while (claim_recv(a, q, ridx)) {
       push_cqe(a, q.recv_cq, make_err_cqe(false, q.qpn, 0, static_cast<std::uint16_t>(ridx),
-                                          m5::kSyndWrFlushErr));
+                                          m5::kSyndWrFlushErr),
+               env.scope(a));
       any = true;
     }
     return any;

@@ -70,6 +70,8 @@ class Provider {
 
   virtual std::optional<AsyncEvent> poll_async_event() = 0;
   virtual void abort() = 0;
+  virtual void quiesce() = 0;
+  virtual void resume() = 0;
 };
 
 std::unique_ptr<Provider> open_soft_provider(const DeviceOptions& opt);

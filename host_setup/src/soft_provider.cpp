@@ -1,13 +1,22 @@
-// The software HCA provider: an arena in a memfd (mappable by peers in other processes via
-// /proc/<pid>/fd/<fd>), its tables, and the CPU engine thread that executes WQEs with the
-// semantics of soft/hca.hpp.
+// The software HCA provider: an arena, its tables, and the engine that executes WQEs with the
+// semantics of soft/hca.hpp. Two placements:
+// - CPU engine: the arena is a memfd (mapped by peers in other processes via
+//   /proc/<pid>/fd/<fd>), executed by a host thread.
+// - GPU engine: the arena is GPU memory (shared with other processes through CUDA IPC),
+//   executed by a persistent kernel (gpu_engine.cu). The host keeps its own copy of the header
+//   and tables (tab_) and publishes every change with a copy on its control stream; it reads
+//   what the engine writes (QP state, events, epochs) back the same way.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -21,6 +30,8 @@
 
 #if GPUVERBS_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "gpu_engine.hpp"
 #endif
 
 namespace gv::detail {
@@ -139,6 +150,7 @@ class CpuEnv {
   const Arena& own() const { return own_; }
   std::int32_t self_pid() const { return pid_; }
   std::uint64_t now_ns() const { return sync::now_ns(); }
+  sync::Scope scope(const Arena&) const { return sync::Scope::kSystem; }
 
   const Arena* peer(const QpCtx& q) {
     if (std::strncmp(q.peer_arena, path_.c_str(), soft::kMaxPathLen) == 0) return &own_;
@@ -174,6 +186,67 @@ class CpuEnv {
   std::unordered_map<std::string, MappedPeer> peers_;  ///< peer arenas mapped on first use
 };
 
+#if GPUVERBS_HAVE_CUDA
+void cuda_check(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(what + ": " + cudaGetErrorString(e));
+  }
+}
+
+// A resident engine and lazy module loading deadlock: with CUDA_MODULE_LOADING=LAZY (the
+// default since CUDA 12) the first launch of each kernel loads its module, and loading waits
+// for the kernels running on the device, the engine included, forever. Ask for eager loading
+// before anything initialises CUDA (a user's explicit setting wins; open() checks it).
+[[maybe_unused]] const bool g_eager_loading = [] {
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  return true;
+}();
+
+/// True if this process loads CUDA modules lazily (or the driver cannot say).
+bool lazy_module_loading() {
+  using Fn = int (*)(int*);  // CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode*)
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      fn == nullptr) {
+    (void)cudaGetLastError();
+    return false;  // a driver without the query predates lazy loading
+  }
+  int mode = 0;
+  return reinterpret_cast<Fn>(fn)(&mode) == 0 && mode == 2;  // CU_MODULE_LAZY_LOADING
+}
+
+/// Makes `gpu` current for a scope and restores the caller's device.
+class DeviceGuard {
+ public:
+  /// `must`: throw if the device cannot be made current (false on teardown paths).
+  explicit DeviceGuard(int gpu, bool must = true) {
+    (void)cudaGetDevice(&prev_);
+    const cudaError_t e = cudaSetDevice(gpu);
+    if (must) cuda_check(e, "cudaSetDevice(" + std::to_string(gpu) + ")");
+    (void)cudaGetLastError();
+  }
+  ~DeviceGuard() { (void)cudaSetDevice(prev_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
+/// GPU arenas open in this process, by name, so that QPs of two devices connect without IPC.
+struct GpuArenaRef {
+  std::byte* base;
+  int gpu;
+};
+std::mutex g_gpu_arenas_mu;
+std::map<std::string, GpuArenaRef> g_gpu_arenas;
+#endif
+
+constexpr char kGpuArenaPrefix[] = "gpu:";
+bool is_gpu_arena_name(const char* name) { return std::strncmp(name, kGpuArenaPrefix, 4) == 0; }
+
 class SoftProvider final : public Provider {
  public:
   explicit SoftProvider(const DeviceOptions& opt) : name_("soft") {
@@ -181,22 +254,14 @@ class SoftProvider final : public Provider {
     if (size < (std::size_t{8} << 20))
       throw Error("Device::open(soft): arena_bytes " + std::to_string(size) +
                   " is too small: use at least 8 MiB");
-    fd_ = memfd_create("gpuverbs-soft-arena", MFD_CLOEXEC);
-    if (fd_ < 0) throw Error(errno_text("Device::open(soft): memfd_create"));
-    if (ftruncate(fd_, static_cast<off_t>(size)) != 0) {
-      ::close(fd_);
-      throw Error(errno_text("Device::open(soft): ftruncate"));
+    const Layout lay = layout();
+    const std::uint64_t heap_off = lay.heap;
+    if (opt.engine == DeviceOptions::Engine::kGpu) {
+      open_gpu_arena(opt, size, heap_off);
+    } else {
+      open_host_arena(opt, size);
     }
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd_);
-      throw Error(errno_text("Device::open(soft): mmap"));
-    }
-    arena_ = Arena{static_cast<std::byte*>(p)};
-    size_ = size;
-    path_ = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd_);
-
-    ArenaHeader* h = arena_.hdr();
+    ArenaHeader* h = tab_.hdr();
     h->magic = soft::kArenaMagic;
     h->version = soft::kArenaVersion;
     h->pid = getpid();
@@ -204,29 +269,42 @@ class SoftProvider final : public Provider {
     h->max_mrs = kMaxMrs;
     h->max_qps = kMaxQps;
     h->max_cqs = kMaxCqs;
-    std::uint64_t off = (sizeof(ArenaHeader) + 63) & ~std::uint64_t{63};
-    h->mr_table_off = off;
-    off += sizeof(MrEntry) * kMaxMrs;
-    h->qp_table_off = off = (off + 63) & ~std::uint64_t{63};
-    off += sizeof(QpCtx) * kMaxQps;
-    h->cq_table_off = off = (off + 63) & ~std::uint64_t{63};
-    off += sizeof(CqCtx) * kMaxCqs;
-    h->heap_off = off = (off + 4095) & ~std::uint64_t{4095};
-    heap_.init(off, size);
+    h->mr_table_off = lay.mrs;
+    h->qp_table_off = lay.qps;
+    h->cq_table_off = lay.cqs;
+    h->heap_off = heap_off;
+    heap_.init(heap_off, size);
     mr_tags_.assign(kMaxMrs, 0);
-    if (opt.map_to_gpus) {
+    push(tab_.base, heap_off);
+    if (on_gpu()) {
+#if GPUVERBS_HAVE_CUDA
       try {
-        map_to_gpus();
+        start_gpu_engine();
       } catch (...) {
-        munmap(arena_.base, size_);
-        ::close(fd_);
+        abandon_gpu_arena();
         throw;
       }
+      watchdog_ = std::thread([this] { watchdog_loop(); });
+#endif
+    } else {
+      engine_ = std::thread([this] { engine_loop(); });
     }
-    engine_ = std::thread([this] { engine_loop(); });
   }
 
   ~SoftProvider() override {
+    if (on_gpu()) {
+#if GPUVERBS_HAVE_CUDA
+      {
+        std::lock_guard lk(wd_mu_);
+        wd_stop_ = true;
+      }
+      wd_cv_.notify_all();
+      watchdog_.join();
+      if (engine_running_) (void)stop_gpu_engine_nothrow();
+      close_gpu_arena();  // nothing in it throws
+#endif
+      return;
+    }
     stop_.store(true);
     engine_.join();
 #if GPUVERBS_HAVE_CUDA
@@ -258,12 +336,347 @@ class SoftProvider final : public Provider {
                   " was not returned by Device::alloc (or was freed already)");
     const std::uint64_t len = heap_.size_of(off);
     for (std::uint32_t i = 0; i < kMaxMrs; ++i) {
-      const MrEntry& e = arena_.mrs()[i];
+      const MrEntry& e = tab_.mrs()[i];
       if (e.key != 0 && e.in_arena && e.arena_off < off + len && off < e.arena_off + e.length)
         throw Error("Device::free: memory at " + hex(reinterpret_cast<std::uintptr_t>(p)) +
                     " is still registered (MR key " + hex(e.key) + "); deregister it first");
     }
     heap_.release(off);
+  }
+
+  // ---- protection domains and memory regions ----
+  std::uint32_t alloc_pd() override {
+    std::lock_guard lk(mu_);
+    return ++last_pdn_;
+  }
+  void dealloc_pd(std::uint32_t) override {}
+
+  std::uint32_t reg_mr(std::uint32_t pdn, void* addr, std::size_t len,
+                       std::uint32_t access) override {
+    std::lock_guard lk(mu_);
+    const auto a = reinterpret_cast<std::uintptr_t>(addr);
+    const std::uint64_t off = arena_offset(addr);
+    const bool in_arena = off != 0;
+    if (in_arena && !heap_.inside_live(off, len))
+      throw Error("reg_mr: [" + hex(a) + ", +" + std::to_string(len) +
+                  ") lies in the device's memory but not inside one live Device::alloc "
+                  "allocation (freed, or past its end)");
+    if (!in_arena) check_reachable(addr);
+    std::uint32_t slot = 0;
+    while (slot < kMaxMrs && tab_.mrs()[slot].key != 0) ++slot;
+    if (slot == kMaxMrs)
+      throw Error("reg_mr: all " + std::to_string(kMaxMrs) +
+                  " memory-region slots are in use; deregister some first");
+    mr_tags_[slot] = static_cast<std::uint8_t>(mr_tags_[slot] % 255 + 1);  // 1..255, never 0
+    MrEntry& e = tab_.mrs()[slot];
+    e.access = access;
+    e.pdn = pdn;
+    e.in_arena = in_arena ? 1 : 0;
+    e.addr = a;
+    e.length = len;
+    e.arena_off = off;
+    push(&e, sizeof(e));  // key still 0: the engine ignores the slot
+    const std::uint32_t key = (slot << 8) | mr_tags_[slot];
+    sync::store_release(&e.key, key);
+    push(&e.key, sizeof(e.key));
+    return key;
+  }
+
+  void dereg_mr(std::uint32_t key) override {
+    std::lock_guard lk(mu_);
+    std::uint32_t* k = &tab_.mrs()[soft::mr_slot(key)].key;
+    sync::store_release(k, std::uint32_t{0});
+    push(k, sizeof(*k));
+  }
+
+  // ---- completion queues ----
+  CqDesc create_cq(std::uint32_t entries) override {
+    std::lock_guard lk(mu_);
+    std::uint32_t slot = 0;
+    while (slot < kMaxCqs && tab_.cqs()[slot].cqn != 0) ++slot;
+    if (slot == kMaxCqs) throw Error("create_cq: all " + std::to_string(kMaxCqs) + " CQ slots are in use");
+    const std::uint64_t ring = heap_alloc_or_throw("create_cq", std::uint64_t{entries} * m5::kCqeSize, 4096);
+    const std::uint64_t dbrec = heap_alloc_or_throw("create_cq", 64, 64);
+    std::vector<m5::Cqe> cqes(entries);
+    for (auto& c : cqes) {
+      std::memset(&c, 0, sizeof(c));
+      c.op_own = static_cast<std::uint8_t>(m5::kCqeInvalid << 4);
+    }
+    write_at(ring, cqes.data(), cqes.size() * sizeof(m5::Cqe));
+    zero_at(dbrec, 64);
+    if (!on_gpu()) cq_state_[slot] = alloc_counters("create_cq", sizeof(ib::CqState));
+    else cq_state_[slot] = arena_.at<void>(heap_alloc_zeroed("create_cq", sizeof(ib::CqState)));
+    CqCtx& c = tab_.cqs()[slot];
+    c.cqn = 0;
+    c.log_cqes = ib::log2_pow2(entries);
+    c.ring_off = ring;
+    c.dbrec_off = dbrec;
+    c.produced = 0;
+    c.error = 0;
+    push(&c, sizeof(c));
+    sync::store_release(&c.cqn, slot + 1);
+    push(&c.cqn, sizeof(c.cqn));
+    return CqDesc{slot + 1, entries};
+  }
+
+  void destroy_cq(std::uint32_t cqn) override {
+    std::lock_guard lk(mu_);
+    CqCtx& c = tab_.cqs()[cqn - 1];
+    sync::store_release(&c.cqn, std::uint32_t{0});
+    push(&c.cqn, sizeof(c.cqn));
+    heap_.release(c.ring_off);
+    heap_.release(c.dbrec_off);
+    free_counters(cq_state_[cqn - 1]);
+  }
+
+  ib::CqHandle cq_handle(std::uint32_t cqn) const override {
+    const CqCtx& c = tab_.cqs()[cqn - 1];
+    ib::CqHandle h;
+    h.cqn = cqn;
+    h.ring = arena_.at<m5::Cqe>(c.ring_off);
+    h.dbrec = arena_.at<m5::CqDbrec>(c.dbrec_off);
+    h.state = static_cast<ib::CqState*>(cq_state_[cqn - 1]);
+    h.abort = engine_ptr(tab_.hdr()->abort);
+    h.error = engine_ptr(tab_.cqs()[cqn - 1].error);
+    h.log_cqes = c.log_cqes;
+    h.executor = on_gpu() ? sync::Scope::kGpu : sync::Scope::kSystem;
+    return h;
+  }
+
+  // ---- queue pairs ----
+  std::uint32_t create_qp(const QpLayout& l) override {
+    std::lock_guard lk(mu_);
+    std::uint32_t slot = 0;
+    while (slot < kMaxQps && tab_.qps()[slot].qpn != 0) ++slot;
+    if (slot == kMaxQps) throw Error("create_qp: all " + std::to_string(kMaxQps) + " QP slots are in use");
+    QpCtx& q = tab_.qps()[slot];
+    std::memset(&q, 0, sizeof(q));
+    q.sq_off = heap_alloc_zeroed("create_qp", std::uint64_t{l.sq_bbs} * m5::kSendWqeBB, 4096);
+    q.rq_off = heap_alloc_zeroed("create_qp", std::uint64_t{l.rq_wqes} << l.rq_stride_shift, 4096);
+    q.dbrec_off = heap_alloc_zeroed("create_qp", 64, 64);
+    q.doorbell_off = heap_alloc_zeroed("create_qp", 64, 64);
+    if (!on_gpu()) qp_state_[slot] = alloc_counters("create_qp", sizeof(ib::QpState));
+    else qp_state_[slot] = arena_.at<void>(heap_alloc_zeroed("create_qp", sizeof(ib::QpState)));
+    q.state = static_cast<std::uint32_t>(QpState::kReset);
+    q.pdn = l.pdn;
+    q.send_cq = l.send_cqn - 1;
+    q.recv_cq = l.recv_cqn - 1;
+    q.sq_bbs = l.sq_bbs;
+    q.rq_wqes = l.rq_wqes;
+    q.rq_stride_shift = l.rq_stride_shift;
+    q.max_recv_sge = l.caps.max_recv_sge;
+    q.max_send_sge = l.caps.max_send_sge;
+    q.max_inline = l.caps.max_inline;
+    push(&q, sizeof(q));
+    const std::uint32_t qpn = soft::kQpnBase + slot;
+    sync::store_release(&q.qpn, qpn);
+    push(&q.qpn, sizeof(q.qpn));
+    if (slot + 1 > qp_high_.load()) {
+      qp_high_.store(slot + 1);
+      tab_.hdr()->qp_high = slot + 1;
+      push(&tab_.hdr()->qp_high, sizeof(std::uint32_t));
+    }
+    return qpn;
+  }
+
+  void destroy_qp(std::uint32_t qpn) override {
+    std::lock_guard lk(mu_);
+    QpCtx& q = ctx(qpn);
+    sync::store_release(&q.qpn, std::uint32_t{0});
+    push(&q.qpn, sizeof(q.qpn));
+    wait_engine_sweep("destroy_qp");  // no engine warp still holds the QP's rings
+    heap_.release(q.sq_off);
+    heap_.release(q.rq_off);
+    heap_.release(q.dbrec_off);
+    heap_.release(q.doorbell_off);
+    free_counters(qp_state_[qpn - soft::kQpnBase]);
+  }
+
+  QpState qp_state(std::uint32_t qpn) const override {
+    return static_cast<QpState>(pull(ctx(qpn).state));
+  }
+
+  QpInfo qp_info(std::uint32_t qpn) const override {
+    QpInfo i;
+    i.qpn = qpn;
+    i.pid = getpid();
+    std::snprintf(i.arena, sizeof(i.arena), "%s", path_.c_str());
+    static_assert(sizeof(i.ipc) == sizeof(ipc_));
+    std::memcpy(i.ipc, ipc_, sizeof(ipc_));
+    return i;
+  }
+
+  void modify_to_init(std::uint32_t qpn, std::uint32_t access) override {
+    std::lock_guard lk(mu_);
+    QpCtx& q = ctx(qpn);
+    expect_state(q, QpState::kReset, "modify_to_init", "INIT");
+    q.access = access;
+    push(&q.access, sizeof(q.access));
+    set_state(q, QpState::kInit);
+  }
+
+  void modify_to_rtr(std::uint32_t qpn, const QpConnect& c) override {
+    std::lock_guard lk(mu_);
+    QpCtx& q = ctx(qpn);
+    if (q.peer_qpn != 0)
+      throw Error("modify_to_rtr: QP " + hex(qpn) + " is already connected to QP " +
+                  hex(q.peer_qpn) + "; an RC QP connects once: create a new QP");
+    expect_state(q, QpState::kInit, "modify_to_rtr", "RTR");
+    q.peer_base = peer_base_for(qpn, c.remote);
+    q.peer_qpn = c.remote.qpn;
+    q.peer_pid = c.remote.pid;
+    std::snprintf(q.peer_arena, sizeof(q.peer_arena), "%s", c.remote.arena);
+    q.min_rnr_timer = c.min_rnr_timer;
+    push(&q, sizeof(q));  // the engine does not touch a QP in INIT
+    set_state(q, QpState::kRtr);
+  }
+
+  void modify_to_rts(std::uint32_t qpn, std::uint8_t rnr_retry) override {
+    std::lock_guard lk(mu_);
+    QpCtx& q = ctx(qpn);
+    expect_state(q, QpState::kRtr, "modify_to_rts", "RTS");
+    q.rnr_retry = rnr_retry;
+    push(&q.rnr_retry, sizeof(q.rnr_retry));
+    set_state(q, QpState::kRts);
+  }
+
+  void modify_to_error(std::uint32_t qpn) override {
+    std::lock_guard lk(mu_);
+    set_state(ctx(qpn), QpState::kError);
+  }
+
+  ib::QpHandle qp_handle(std::uint32_t qpn) const override {
+    const QpCtx& q = ctx(qpn);
+    ib::QpHandle h;
+    h.qpn = qpn;
+    h.sq = arena_.at<std::byte>(q.sq_off);
+    h.rq = arena_.at<std::byte>(q.rq_off);
+    h.dbrec = arena_.at<m5::QpDbrec>(q.dbrec_off);
+    h.doorbell = arena_.at<std::uint64_t>(q.doorbell_off);
+    h.state = static_cast<ib::QpState*>(qp_state_[qpn - soft::kQpnBase]);
+    h.abort = engine_ptr(tab_.hdr()->abort);
+    h.sq_bbs = q.sq_bbs;
+    h.rq_wqes = q.rq_wqes;
+    h.rq_stride_shift = q.rq_stride_shift;
+    h.max_recv_sge = q.max_recv_sge;
+    h.max_send_sge = q.max_send_sge;
+    h.max_inline = q.max_inline;
+    // Our engine reads the send queue; the peer's engine takes our receive WQEs (until the QP
+    // is connected, assume it sits elsewhere).
+    const bool gpu = on_gpu();
+    h.executor = gpu ? sync::Scope::kGpu : sync::Scope::kSystem;
+    h.rq_executor = gpu && q.peer_base == reinterpret_cast<std::uintptr_t>(arena_.base)
+                        ? sync::Scope::kGpu
+                        : sync::Scope::kSystem;
+    return h;
+  }
+
+  // ---- asynchronous events, abort, quiescence ----
+  std::optional<AsyncEvent> poll_async_event() override {
+    std::lock_guard lk(events_mu_);  // the read cursor is shared by the host's threads
+    if (!engine_events_.empty()) {
+      AsyncEvent e = std::move(engine_events_.front());
+      engine_events_.pop_front();
+      return e;
+    }
+    ArenaHeader* h = tab_.hdr();
+    const std::uint64_t head = pull(h->events_head);
+    if (events_read_ >= head) return std::nullopt;
+    if (head - events_read_ > soft::kAsyncEventSlots) {
+      const std::uint64_t lost = head - events_read_ - soft::kAsyncEventSlots;
+      events_read_ += lost;
+      return AsyncEvent{AsyncEvent::Type::kQpFatal, 0,
+                        std::to_string(lost) + " asynchronous events were lost (ring of " +
+                            std::to_string(soft::kAsyncEventSlots) + "); poll more often"};
+    }
+    soft::AsyncEvent& slot = h->events[events_read_ % soft::kAsyncEventSlots];
+    const soft::AsyncEventType type = pull(slot.type);
+    if (static_cast<std::uint32_t>(type) == 0) return std::nullopt;  // being written
+    const soft::AsyncEvent e = pull(slot);  // written before its type
+    ++events_read_;
+    const std::uint32_t n = e.number;
+    if (type == soft::AsyncEventType::kCqOverrun)
+      return AsyncEvent{AsyncEvent::Type::kCqOverrun, n,
+                        "CQ " + std::to_string(n) + " overran at CQE " + std::to_string(e.detail) +
+                            ": a completion was lost, the CQ and its QPs are in error; poll it "
+                            "more often or create it deeper"};
+    return AsyncEvent{AsyncEvent::Type::kQpFatal, n,
+                      "QP " + hex(n) + " rang a doorbell (" + hex(e.detail) +
+                          ") that does not name it; the QP is in error"};
+  }
+
+  void abort() override {
+    std::uint32_t* a = &tab_.hdr()->abort;
+    sync::store_release(a, std::uint32_t{1});
+    push(a, sizeof(*a));
+  }
+
+  void quiesce() override {
+#if GPUVERBS_HAVE_CUDA
+    if (!on_gpu()) return;
+    std::lock_guard lk(mu_);
+    if (!engine_running_) throw Error("Device::quiesce: the GPU engine is already stopped; call resume() first");
+    const cudaError_t e = stop_gpu_engine_nothrow();
+    cuda_check(e, "Device::quiesce: the GPU engine ended with an error");
+#endif
+  }
+
+  void resume() override {
+#if GPUVERBS_HAVE_CUDA
+    if (!on_gpu()) return;
+    std::lock_guard lk(mu_);
+    if (engine_running_) throw Error("Device::resume: the GPU engine is running; quiesce() first");
+    start_gpu_engine();
+#endif
+  }
+
+ private:
+  bool on_gpu() const { return gpu_ >= 0; }
+
+  /// Where the engine sees a field of the host's table view.
+  template <class T>
+  T* engine_ptr(T& tab_field) const {
+    return reinterpret_cast<T*>(arena_.base + (reinterpret_cast<std::byte*>(&tab_field) - tab_.base));
+  }
+
+  /// Offsets of the tables and of the heap that follows them.
+  struct Layout {
+    std::uint64_t mrs, qps, cqs, heap;
+  };
+  static Layout layout() {
+    const auto up = [](std::uint64_t v, std::uint64_t a) { return (v + a - 1) & ~(a - 1); };
+    Layout l;
+    l.mrs = up(sizeof(ArenaHeader), 64);
+    l.qps = up(l.mrs + sizeof(MrEntry) * kMaxMrs, 64);
+    l.cqs = up(l.qps + sizeof(QpCtx) * kMaxQps, 64);
+    l.heap = up(l.cqs + sizeof(CqCtx) * kMaxCqs, 4096);
+    return l;
+  }
+
+  void open_host_arena(const DeviceOptions& opt, std::size_t size) {
+    fd_ = memfd_create("gpuverbs-soft-arena", MFD_CLOEXEC);
+    if (fd_ < 0) throw Error(errno_text("Device::open(soft): memfd_create"));
+    if (ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+      ::close(fd_);
+      throw Error(errno_text("Device::open(soft): ftruncate"));
+    }
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd_);
+      throw Error(errno_text("Device::open(soft): mmap"));
+    }
+    arena_ = tab_ = Arena{static_cast<std::byte*>(p)};
+    size_ = size;
+    path_ = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd_);
+    if (opt.map_to_gpus) {
+      try {
+        map_to_gpus();
+      } catch (...) {
+        munmap(arena_.base, size_);
+        ::close(fd_);
+        throw;
+      }
+    }
   }
 
   /// Pin the arena and map it into every GPU at its host addresses (UVA), so the handles'
@@ -291,239 +704,328 @@ class SoftProvider final : public Provider {
 #endif
   }
 
-  // ---- protection domains and memory regions ----
-  std::uint32_t alloc_pd() override {
-    std::lock_guard lk(mu_);
-    return ++last_pdn_;
-  }
-  void dealloc_pd(std::uint32_t) override {}
-
-  std::uint32_t reg_mr(std::uint32_t pdn, void* addr, std::size_t len,
-                       std::uint32_t access) override {
-    reject_gpu_memory(addr);
-    std::lock_guard lk(mu_);
-    const auto a = reinterpret_cast<std::uintptr_t>(addr);
-    const std::uint64_t off = arena_offset(addr);
-    const bool in_arena = off != 0;
-    if (in_arena && !heap_.inside_live(off, len))
-      throw Error("reg_mr: [" + hex(a) + ", +" + std::to_string(len) +
-                  ") lies in the device's memory but not inside one live Device::alloc "
-                  "allocation (freed, or past its end)");
-    std::uint32_t slot = 0;
-    while (slot < kMaxMrs && arena_.mrs()[slot].key != 0) ++slot;
-    if (slot == kMaxMrs)
-      throw Error("reg_mr: all " + std::to_string(kMaxMrs) +
-                  " memory-region slots are in use; deregister some first");
-    mr_tags_[slot] = static_cast<std::uint8_t>(mr_tags_[slot] % 255 + 1);  // 1..255, never 0
-    MrEntry& e = arena_.mrs()[slot];
-    e.access = access;
-    e.pdn = pdn;
-    e.in_arena = in_arena ? 1 : 0;
-    e.addr = a;
-    e.length = len;
-    e.arena_off = off;
-    const std::uint32_t key = (slot << 8) | mr_tags_[slot];
-    sync::store_release(&e.key, key);
-    return key;
-  }
-
-  void dereg_mr(std::uint32_t key) override {
-    std::lock_guard lk(mu_);
-    sync::store_release(&arena_.mrs()[soft::mr_slot(key)].key, std::uint32_t{0});
-  }
-
-  // ---- completion queues ----
-  CqDesc create_cq(std::uint32_t entries) override {
-    std::lock_guard lk(mu_);
-    std::uint32_t slot = 0;
-    while (slot < kMaxCqs && arena_.cqs()[slot].cqn != 0) ++slot;
-    if (slot == kMaxCqs) throw Error("create_cq: all " + std::to_string(kMaxCqs) + " CQ slots are in use");
-    const std::uint64_t ring = heap_alloc_or_throw("create_cq", std::uint64_t{entries} * m5::kCqeSize, 4096);
-    const std::uint64_t dbrec = heap_alloc_or_throw("create_cq", 64, 64);
-    auto* cqes = arena_.at<m5::Cqe>(ring);
-    for (std::uint32_t i = 0; i < entries; ++i) {
-      std::memset(&cqes[i], 0, sizeof(m5::Cqe));
-      cqes[i].op_own = static_cast<std::uint8_t>(m5::kCqeInvalid << 4);
+  void open_gpu_arena(const DeviceOptions& opt, std::size_t size, std::uint64_t heap_off) {
+#if GPUVERBS_HAVE_CUDA
+    if (opt.engine_warps < 1 || opt.engine_warps > soft::kMaxEngineWarps)
+      throw Error("Device::open(soft): engine_warps " + std::to_string(opt.engine_warps) +
+                  " is invalid: must be 1.." + std::to_string(soft::kMaxEngineWarps));
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+      (void)cudaGetLastError();
+      throw Error(std::string("Device::open(soft): the GPU engine needs a GPU; the CUDA runtime says: ") +
+                  (e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device"));
     }
-    std::memset(arena_.at<void>(dbrec), 0, 64);
-    CqCtx& c = arena_.cqs()[slot];
-    c.log_cqes = ib::log2_pow2(entries);
-    c.ring_off = ring;
-    c.dbrec_off = dbrec;
-    c.produced = 0;
-    c.error = 0;
-    cq_state_[slot] = alloc_counters("create_cq", sizeof(ib::CqState));
-    sync::store_release(&c.cqn, slot + 1);
-    return CqDesc{slot + 1, entries};
-  }
-
-  void destroy_cq(std::uint32_t cqn) override {
-    std::lock_guard lk(mu_);
-    CqCtx& c = arena_.cqs()[cqn - 1];
-    heap_.release(c.ring_off);
-    heap_.release(c.dbrec_off);
-    free_counters(cq_state_[cqn - 1]);
-    sync::store_release(&c.cqn, std::uint32_t{0});
-  }
-
-  ib::CqHandle cq_handle(std::uint32_t cqn) const override {
-    const CqCtx& c = arena_.cqs()[cqn - 1];
-    ib::CqHandle h;
-    h.cqn = cqn;
-    h.ring = arena_.at<m5::Cqe>(c.ring_off);
-    h.dbrec = arena_.at<m5::CqDbrec>(c.dbrec_off);
-    h.state = static_cast<ib::CqState*>(cq_state_[cqn - 1]);
-    h.abort = &arena_.hdr()->abort;
-    h.error = &c.error;
-    h.log_cqes = c.log_cqes;
-    return h;
-  }
-
-  // ---- queue pairs ----
-  std::uint32_t create_qp(const QpLayout& l) override {
-    std::lock_guard lk(mu_);
-    std::uint32_t slot = 0;
-    while (slot < kMaxQps && arena_.qps()[slot].qpn != 0) ++slot;
-    if (slot == kMaxQps) throw Error("create_qp: all " + std::to_string(kMaxQps) + " QP slots are in use");
-    QpCtx& q = arena_.qps()[slot];
-    std::memset(&q, 0, sizeof(q));
-    q.sq_off = heap_alloc_or_throw("create_qp", std::uint64_t{l.sq_bbs} * m5::kSendWqeBB, 4096);
-    q.rq_off = heap_alloc_or_throw("create_qp", std::uint64_t{l.rq_wqes} << l.rq_stride_shift, 4096);
-    q.dbrec_off = heap_alloc_or_throw("create_qp", 64, 64);
-    q.doorbell_off = heap_alloc_or_throw("create_qp", 64, 64);
-    std::memset(arena_.at<void>(q.sq_off), 0, std::uint64_t{l.sq_bbs} * m5::kSendWqeBB);
-    std::memset(arena_.at<void>(q.rq_off), 0, std::uint64_t{l.rq_wqes} << l.rq_stride_shift);
-    std::memset(arena_.at<void>(q.dbrec_off), 0, 64);
-    std::memset(arena_.at<void>(q.doorbell_off), 0, 64);
-    qp_state_[slot] = alloc_counters("create_qp", sizeof(ib::QpState));
-    q.state = static_cast<std::uint32_t>(QpState::kReset);
-    q.pdn = l.pdn;
-    q.send_cq = l.send_cqn - 1;
-    q.recv_cq = l.recv_cqn - 1;
-    q.sq_bbs = l.sq_bbs;
-    q.rq_wqes = l.rq_wqes;
-    q.rq_stride_shift = l.rq_stride_shift;
-    q.max_recv_sge = l.caps.max_recv_sge;
-    q.max_send_sge = l.caps.max_send_sge;
-    q.max_inline = l.caps.max_inline;
-    const std::uint32_t qpn = soft::kQpnBase + slot;
-    sync::store_release(&q.qpn, qpn);
-    if (slot + 1 > qp_high_.load()) qp_high_.store(slot + 1);
-    return qpn;
-  }
-
-  void destroy_qp(std::uint32_t qpn) override {
-    std::lock_guard lk(mu_);
-    QpCtx& q = ctx(qpn);
-    sync::store_release(&q.qpn, std::uint32_t{0});
-    heap_.release(q.sq_off);
-    heap_.release(q.rq_off);
-    heap_.release(q.dbrec_off);
-    heap_.release(q.doorbell_off);
-    free_counters(qp_state_[qpn - soft::kQpnBase]);
-  }
-
-  QpState qp_state(std::uint32_t qpn) const override {
-    return static_cast<QpState>(sync::load_acquire(&ctx(qpn).state));
-  }
-
-  QpInfo qp_info(std::uint32_t qpn) const override {
-    QpInfo i;
-    i.qpn = qpn;
-    i.pid = getpid();
-    std::snprintf(i.arena, sizeof(i.arena), "%s", path_.c_str());
-    return i;
-  }
-
-  void modify_to_init(std::uint32_t qpn, std::uint32_t access) override {
-    std::lock_guard lk(mu_);
-    QpCtx& q = ctx(qpn);
-    expect_state(q, QpState::kReset, "modify_to_init", "INIT");
-    q.access = access;
-    sync::store_release(&q.state, static_cast<std::uint32_t>(QpState::kInit));
-  }
-
-  void modify_to_rtr(std::uint32_t qpn, const QpConnect& c) override {
-    std::lock_guard lk(mu_);
-    QpCtx& q = ctx(qpn);
-    if (q.peer_qpn != 0)
-      throw Error("modify_to_rtr: QP " + hex(qpn) + " is already connected to QP " +
-                  hex(q.peer_qpn) + "; an RC QP connects once: create a new QP");
-    expect_state(q, QpState::kInit, "modify_to_rtr", "RTR");
-    q.peer_qpn = c.remote.qpn;
-    q.peer_pid = c.remote.pid;
-    std::snprintf(q.peer_arena, sizeof(q.peer_arena), "%s", c.remote.arena);
-    q.min_rnr_timer = c.min_rnr_timer;
-    sync::store_release(&q.state, static_cast<std::uint32_t>(QpState::kRtr));
-  }
-
-  void modify_to_rts(std::uint32_t qpn, std::uint8_t rnr_retry) override {
-    std::lock_guard lk(mu_);
-    QpCtx& q = ctx(qpn);
-    expect_state(q, QpState::kRtr, "modify_to_rts", "RTS");
-    q.rnr_retry = rnr_retry;
-    sync::store_release(&q.state, static_cast<std::uint32_t>(QpState::kRts));
-  }
-
-  void modify_to_error(std::uint32_t qpn) override {
-    std::lock_guard lk(mu_);
-    soft::set_qp_error(ctx(qpn));
-  }
-
-  ib::QpHandle qp_handle(std::uint32_t qpn) const override {
-    const QpCtx& q = ctx(qpn);
-    ib::QpHandle h;
-    h.qpn = qpn;
-    h.sq = arena_.at<std::byte>(q.sq_off);
-    h.rq = arena_.at<std::byte>(q.rq_off);
-    h.dbrec = arena_.at<m5::QpDbrec>(q.dbrec_off);
-    h.doorbell = arena_.at<std::uint64_t>(q.doorbell_off);
-    h.state = static_cast<ib::QpState*>(qp_state_[qpn - soft::kQpnBase]);
-    h.abort = &arena_.hdr()->abort;
-    h.sq_bbs = q.sq_bbs;
-    h.rq_wqes = q.rq_wqes;
-    h.rq_stride_shift = q.rq_stride_shift;
-    h.max_recv_sge = q.max_recv_sge;
-    h.max_send_sge = q.max_send_sge;
-    h.max_inline = q.max_inline;
-    return h;
-  }
-
-  // ---- asynchronous events and abort ----
-  std::optional<AsyncEvent> poll_async_event() override {
-    std::lock_guard lk(events_mu_);  // the read cursor is shared by the host's threads
-    ArenaHeader* h = arena_.hdr();
-    const std::uint64_t head = sync::load_acquire(&h->events_head);
-    if (events_read_ >= head) return std::nullopt;
-    if (head - events_read_ > soft::kAsyncEventSlots) {
-      const std::uint64_t lost = head - events_read_ - soft::kAsyncEventSlots;
-      events_read_ += lost;
-      return AsyncEvent{AsyncEvent::Type::kQpFatal, 0,
-                        std::to_string(lost) + " asynchronous events were lost (ring of " +
-                            std::to_string(soft::kAsyncEventSlots) + "); poll more often"};
+    if (opt.gpu < 0 || opt.gpu >= n)
+      throw Error("Device::open(soft): gpu " + std::to_string(opt.gpu) + " does not exist: this machine has " +
+                  std::to_string(n) + " GPU(s), 0.." + std::to_string(n - 1));
+    DeviceGuard g(opt.gpu);
+    if (lazy_module_loading())
+      throw Error("Device::open(soft): the GPU engine cannot run with lazy CUDA module loading "
+                  "(CUDA_MODULE_LOADING=LAZY): the first launch of any kernel would wait for the "
+                  "resident engine forever. Set CUDA_MODULE_LOADING=EAGER before the process starts "
+                  "CUDA (gpuverbs asks for it unless the variable is already set)");
+    void* p = nullptr;
+    cuda_check(cudaMalloc(&p, size), "Device::open(soft): cannot allocate the GPU engine's arena of " +
+                                         std::to_string(size) + " bytes on GPU " + std::to_string(opt.gpu));
+    gpu_ = opt.gpu;
+    warps_ = opt.engine_warps;
+    arena_ = Arena{static_cast<std::byte*>(p)};
+    size_ = size;
+    shadow_.assign(heap_off, std::byte{0});
+    tab_ = Arena{shadow_.data()};
+    try {
+      cuda_check(cudaStreamCreateWithFlags(&ctl_, cudaStreamNonBlocking), "Device::open(soft): control stream");
+      cuda_check(cudaStreamCreateWithFlags(&engine_stream_, cudaStreamNonBlocking), "Device::open(soft): engine stream");
+      cuda_check(cudaMemsetAsync(p, 0, size, ctl_), "Device::open(soft): clearing the arena");
+      cuda_check(cudaStreamSynchronize(ctl_), "Device::open(soft): clearing the arena");
+      cudaIpcMemHandle_t h{};
+      if (cudaIpcGetMemHandle(&h, p) == cudaSuccess) {
+        static_assert(sizeof(h) == sizeof(ipc_));
+        std::memcpy(ipc_, &h, sizeof(h));
+      } else {
+        (void)cudaGetLastError();  // other processes cannot connect; said at their connect
+      }
+    } catch (...) {
+      close_gpu_arena();
+      throw;
     }
-    soft::AsyncEvent* e = &h->events[events_read_ % soft::kAsyncEventSlots];
-    const auto type = static_cast<soft::AsyncEventType>(
-        sync::load_acquire(reinterpret_cast<std::uint32_t*>(&e->type)));
-    if (static_cast<std::uint32_t>(type) == 0) return std::nullopt;  // being written
-    ++events_read_;
-    const std::uint32_t n = e->number;
-    if (type == soft::AsyncEventType::kCqOverrun)
-      return AsyncEvent{AsyncEvent::Type::kCqOverrun, n,
-                        "CQ " + std::to_string(n) + " overran at CQE " + std::to_string(e->detail) +
-                            ": a completion was lost, the CQ and its QPs are in error; poll it "
-                            "more often or create it deeper"};
-    return AsyncEvent{AsyncEvent::Type::kQpFatal, n,
-                      "QP " + hex(n) + " rang a doorbell (" + hex(e->detail) +
-                          ") that does not name it; the QP is in error"};
+    char name[64];
+    std::snprintf(name, sizeof(name), "%s%d:%d:%p", kGpuArenaPrefix, getpid(), gpu_, p);
+    path_ = name;
+    std::lock_guard lk(g_gpu_arenas_mu);
+    g_gpu_arenas[path_] = GpuArenaRef{arena_.base, gpu_};
+#else
+    (void)opt, (void)size, (void)heap_off;
+    throw Error("Device::open(soft): the GPU engine needs gpuverbs built with CUDA (nvcc was not found)");
+#endif
   }
 
-  void abort() override { sync::store_release(&arena_.hdr()->abort, std::uint32_t{1}); }
+#if GPUVERBS_HAVE_CUDA
+  void close_gpu_arena() {
+    {
+      std::lock_guard lk(g_gpu_arenas_mu);
+      g_gpu_arenas.erase(path_);
+    }
+    DeviceGuard g(gpu_, false);
+    for (auto& [name, base] : ipc_peers_) (void)cudaIpcCloseMemHandle(base);
+    if (ctl_) (void)cudaStreamDestroy(ctl_);
+    if (engine_stream_) (void)cudaStreamDestroy(engine_stream_);
+    (void)cudaFree(arena_.base);
+  }
 
- private:
+  /// After a failed start: the engine's launch may still be queued behind other kernels, and
+  /// its arena must outlive it. A detached thread frees everything once the launch has run
+  /// (it sees engine_stop and exits at once).
+  void abandon_gpu_arena() {
+    {
+      std::lock_guard lk(g_gpu_arenas_mu);
+      g_gpu_arenas.erase(path_);
+    }
+    std::thread([gpu = gpu_, base = arena_.base, ctl = ctl_, es = engine_stream_] {
+      DeviceGuard g(gpu, false);
+      (void)cudaStreamSynchronize(es);
+      (void)cudaStreamDestroy(es);
+      (void)cudaStreamDestroy(ctl);
+      (void)cudaFree(base);
+    }).detach();
+  }
+
+  void start_gpu_engine() {
+    ArenaHeader* h = tab_.hdr();
+    h->engine_stop = 0;
+    for (auto& e : h->epoch) e = 0;
+    push(&h->engine_stop, sizeof(h->engine_stop));
+    push(h->epoch, sizeof(h->epoch));
+    {
+      DeviceGuard g(gpu_);
+      cuda_check(launch_gpu_engine(engine_stream_, arena_, getpid(), warps_),
+                 "Device::open(soft): launching the GPU engine");
+    }
+    // The engine must be resident before anyone relies on it: a GPU full of long-running
+    // kernels would otherwise leave every post unanswered without a word.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (pull(h->epoch[0]) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        h->engine_stop = 1;
+        push(&h->engine_stop, sizeof(h->engine_stop));
+        throw Error("Device::open(soft): the GPU engine did not start within 5 s on GPU " +
+                    std::to_string(gpu_) + ": kernels already running there occupy it (the engine "
+                    "needs one block of " + std::to_string(warps_) + " warps for the device's "
+                    "lifetime); open the device before launching long-running kernels");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    engine_running_ = true;
+  }
+
+  cudaError_t stop_gpu_engine_nothrow() {
+    std::uint32_t* stop = &tab_.hdr()->engine_stop;
+    *stop = 1;
+    engine_running_ = false;
+    DeviceGuard g(gpu_, false);
+    const cudaError_t e = cudaMemcpyAsync(engine_ptr(*stop), stop, sizeof(*stop), cudaMemcpyHostToDevice, ctl_);
+    if (e != cudaSuccess) return e;
+    return cudaStreamSynchronize(engine_stream_);
+  }
+
+  /// Reports an engine that ended or stopped advancing, and raises abort so that every
+  /// device-side wait of this device ends.
+  void watchdog_loop() {
+    using clock = std::chrono::steady_clock;
+    (void)cudaSetDevice(gpu_);
+    std::uint64_t last = 0;
+    auto last_change = clock::now();
+    bool reported = false;
+    std::unique_lock lk(wd_mu_);
+    while (!wd_cv_.wait_for(lk, std::chrono::milliseconds(100), [this] { return wd_stop_; })) {
+      std::unique_lock plk(mu_, std::try_to_lock);
+      if (!plk.owns_lock() || !engine_running_ || reported) {
+        last_change = clock::now();
+        continue;
+      }
+      const cudaError_t e = cudaStreamQuery(engine_stream_);
+      std::string why;
+      if (e != cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        why = std::string("the GPU engine on GPU ") + std::to_string(gpu_) + " ended unexpectedly (" +
+              (e == cudaSuccess ? "no error" : cudaGetErrorString(e)) +
+              "); the device's queues are dead: close it";
+      } else {
+        const std::uint64_t now = pull_nothrow(tab_.hdr()->epoch[0], last);
+        if (now != last) {
+          last = now;
+          last_change = clock::now();
+        } else if (clock::now() - last_change > std::chrono::seconds(2)) {
+          why = "the GPU engine on GPU " + std::to_string(gpu_) +
+                " has not advanced for 2 s: it is not being scheduled (a debugger, or a process "
+                "holding the GPU exclusively); its queues are stalled";
+        }
+      }
+      if (!why.empty()) {
+        reported = true;
+        plk.unlock();
+        {
+          std::lock_guard elk(events_mu_);
+          engine_events_.push_back(AsyncEvent{AsyncEvent::Type::kEngineFailed, 0, why});
+        }
+        std::uint32_t* a = &tab_.hdr()->abort;
+        sync::store_release(a, std::uint32_t{1});
+        (void)cudaMemcpyAsync(engine_ptr(*a), a, sizeof(*a), cudaMemcpyHostToDevice, ctl_);
+        (void)cudaStreamSynchronize(ctl_);
+      }
+    }
+  }
+
+  template <class T>
+  T pull_nothrow(const T& field, T fallback) const {
+    T v;
+    if (cudaMemcpyAsync(&v, engine_ptr(const_cast<T&>(field)), sizeof(T), cudaMemcpyDeviceToHost, ctl_) != cudaSuccess ||
+        cudaStreamSynchronize(ctl_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return fallback;
+    }
+    return v;
+  }
+#endif
+
+  /// Publish [p, p + n) of the host's table view to the engine's (GPU engine only).
+  void push(const void* p, std::size_t n) {
+#if GPUVERBS_HAVE_CUDA
+    if (!on_gpu()) return;
+    std::byte* dst = engine_ptr(*static_cast<std::byte*>(const_cast<void*>(p)));
+    cuda_check(cudaMemcpyAsync(dst, p, n, cudaMemcpyHostToDevice, ctl_), "soft GPU engine: table update");
+    cuda_check(cudaStreamSynchronize(ctl_), "soft GPU engine: table update");
+#else
+    (void)p, (void)n;
+#endif
+  }
+
+  /// The engine's current value of a table field (the field itself for the CPU engine).
+  template <class T>
+  T pull(const T& field) const {
+#if GPUVERBS_HAVE_CUDA
+    if (on_gpu()) {
+      T v;
+      cuda_check(cudaMemcpyAsync(&v, engine_ptr(const_cast<T&>(field)), sizeof(T), cudaMemcpyDeviceToHost, ctl_),
+                 "soft GPU engine: reading its state");
+      cuda_check(cudaStreamSynchronize(ctl_), "soft GPU engine: reading its state");
+      return v;
+    }
+#endif
+    if constexpr (sizeof(T) <= 8) {
+      return sync::load_acquire(&field);
+    } else {
+      return field;
+    }
+  }
+
+  /// Write or clear heap bytes (rings, doorbell records) where the engine reads them.
+  void write_at(std::uint64_t off, const void* src, std::size_t n) {
+#if GPUVERBS_HAVE_CUDA
+    if (on_gpu()) {
+      cuda_check(cudaMemcpyAsync(arena_.base + off, src, n, cudaMemcpyHostToDevice, ctl_), "soft GPU engine: ring setup");
+      cuda_check(cudaStreamSynchronize(ctl_), "soft GPU engine: ring setup");
+      return;
+    }
+#endif
+    std::memcpy(arena_.base + off, src, n);
+  }
+  void zero_at(std::uint64_t off, std::size_t n) {
+#if GPUVERBS_HAVE_CUDA
+    if (on_gpu()) {
+      cuda_check(cudaMemsetAsync(arena_.base + off, 0, n, ctl_), "soft GPU engine: ring setup");
+      cuda_check(cudaStreamSynchronize(ctl_), "soft GPU engine: ring setup");
+      return;
+    }
+#endif
+    std::memset(arena_.base + off, 0, n);
+  }
+  std::uint64_t heap_alloc_zeroed(const char* who, std::uint64_t bytes, std::uint64_t align = 64) {
+    const std::uint64_t off = heap_alloc_or_throw(who, bytes, align);
+    zero_at(off, bytes);
+    return off;
+  }
+
+  void set_state(QpCtx& q, QpState s) {
+    sync::store_release(&q.state, static_cast<std::uint32_t>(s));
+    push(&q.state, sizeof(q.state));
+  }
+
+  /// After a QP left the table: wait until every engine warp finished a sweep, so none still
+  /// uses the QP's rings (GPU engine; the CPU engine sweeps under mu_, which we hold).
+  void wait_engine_sweep(const char* who) {
+#if GPUVERBS_HAVE_CUDA
+    if (!on_gpu() || !engine_running_) return;
+    std::uint64_t seen[soft::kMaxEngineWarps];
+    for (std::uint32_t w = 0; w < warps_; ++w) seen[w] = pull(tab_.hdr()->epoch[w]);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (std::uint32_t w = 0; w < warps_; ++w) {
+      while (pull(tab_.hdr()->epoch[w]) == seen[w]) {
+        if (std::chrono::steady_clock::now() > deadline)
+          throw Error(std::string(who) + ": the GPU engine on GPU " + std::to_string(gpu_) +
+                      " did not complete a sweep within 2 s (it is not running); the queue's "
+                      "memory stays allocated");
+        std::this_thread::yield();
+      }
+    }
+#else
+    (void)who;
+#endif
+  }
+
+  /// GPU engine: the peer arena's address in this process (same arena, another device of this
+  /// process, or another process's arena opened through CUDA IPC). CPU engine: 0 (mapped by path).
+  std::uint64_t peer_base_for(std::uint32_t qpn, const QpInfo& r) {
+    const bool remote_gpu = is_gpu_arena_name(r.arena);
+    if (remote_gpu != on_gpu())
+      throw Error("modify_to_rtr: QP " + hex(qpn) + " is served by the " + (on_gpu() ? "GPU" : "CPU") +
+                  " engine and remote QP " + hex(r.qpn) + " by the " + (remote_gpu ? "GPU" : "CPU") +
+                  " engine; connect QPs of devices opened with the same DeviceOptions::engine");
+    if (!on_gpu()) return 0;
+#if GPUVERBS_HAVE_CUDA
+    if (path_ == r.arena) return reinterpret_cast<std::uintptr_t>(arena_.base);
+    DeviceGuard g(gpu_);
+    if (r.pid == getpid()) {
+      GpuArenaRef ref{};
+      {
+        std::lock_guard lk(g_gpu_arenas_mu);
+        auto it = g_gpu_arenas.find(r.arena);
+        if (it == g_gpu_arenas.end())
+          throw Error("modify_to_rtr: remote QP " + hex(r.qpn) + " belongs to a device that is closed");
+        ref = it->second;
+      }
+      if (ref.gpu != gpu_) {
+        int can = 0;
+        cuda_check(cudaDeviceCanAccessPeer(&can, gpu_, ref.gpu), "modify_to_rtr: cudaDeviceCanAccessPeer");
+        if (!can)
+          throw Error("modify_to_rtr: GPU " + std::to_string(gpu_) + " cannot access GPU " +
+                      std::to_string(ref.gpu) + "'s memory (no peer access): the GPU engines cannot connect");
+        const cudaError_t e = cudaDeviceEnablePeerAccess(ref.gpu, 0);
+        if (e != cudaErrorPeerAccessAlreadyEnabled) cuda_check(e, "modify_to_rtr: cudaDeviceEnablePeerAccess");
+        (void)cudaGetLastError();
+      }
+      return reinterpret_cast<std::uintptr_t>(ref.base);
+    }
+    const std::string key(r.arena, strnlen(r.arena, sizeof(r.arena)));
+    auto it = ipc_peers_.find(key);
+    if (it != ipc_peers_.end()) return reinterpret_cast<std::uintptr_t>(it->second);
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, r.ipc, sizeof(h));
+    void* p = nullptr;
+    cuda_check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+               "modify_to_rtr: opening remote QP " + hex(r.qpn) + "'s arena (process " +
+                   std::to_string(r.pid) + ") through CUDA IPC");
+    ipc_peers_[key] = p;
+    return reinterpret_cast<std::uintptr_t>(p);
+#else
+    return 0;
+#endif
+  }
+
   std::uint64_t arena_offset(const void* p) const {
     const auto* b = static_cast<const std::byte*>(p);
-    return (b >= arena_.base + arena_.hdr()->heap_off && b < arena_.base + size_)
+    return (b >= arena_.base + tab_.hdr()->heap_off && b < arena_.base + size_)
                ? static_cast<std::uint64_t>(b - arena_.base)
                : 0;
   }
@@ -557,14 +1059,40 @@ class SoftProvider final : public Provider {
     heap_.release(arena_offset(p));
   }
 
-  /// The CPU engine moves data with host loads and stores: GPU memory is not yet served.
-  static void reject_gpu_memory(const void* addr) {
+  /// Memory outside the arena that an MR may cover: what this provider's engine can load and
+  /// store. The CPU engine: host memory. The GPU engine: memory of its GPU, of a GPU it can
+  /// reach as a peer, and host memory pinned and mapped for the GPUs.
+  void check_reachable(const void* addr) const {
 #if GPUVERBS_HAVE_CUDA
     cudaPointerAttributes at{};
-    if (cudaPointerGetAttributes(&at, addr) == cudaSuccess && at.type == cudaMemoryTypeDevice)
-      throw Error("reg_mr: the soft provider's CPU engine cannot reach GPU memory yet; register "
-                  "host memory from Device::alloc (open the device with map_to_gpus for kernels)");
+    const cudaError_t e = cudaPointerGetAttributes(&at, addr);
     (void)cudaGetLastError();
+    const bool cuda_known = e == cudaSuccess;
+    if (!on_gpu()) {
+      if (cuda_known && at.type == cudaMemoryTypeDevice)
+        throw Error("reg_mr: the soft provider's CPU engine cannot reach GPU memory; register "
+                    "host memory from Device::alloc (open the device with map_to_gpus for "
+                    "kernels), or open it with DeviceOptions::engine = kGpu");
+      return;
+    }
+    if (!cuda_known || at.type == cudaMemoryTypeUnregistered)
+      throw Error("reg_mr: the GPU engine cannot reach pageable host memory at " +
+                  hex(reinterpret_cast<std::uintptr_t>(addr)) +
+                  "; use Device::alloc, cudaMalloc, or pin it with cudaHostRegister(..., cudaHostRegisterMapped)");
+    if (at.type == cudaMemoryTypeHost && at.devicePointer != addr)
+      throw Error("reg_mr: pinned host memory at " + hex(reinterpret_cast<std::uintptr_t>(addr)) +
+                  " is not mapped at the same address on the GPU; register it with cudaHostRegisterMapped");
+    if (at.type == cudaMemoryTypeDevice && at.device != gpu_) {
+      int can = 0;
+      (void)cudaDeviceCanAccessPeer(&can, gpu_, at.device);
+      if (!can)
+        throw Error("reg_mr: memory of GPU " + std::to_string(at.device) + " is not reachable from GPU " +
+                    std::to_string(gpu_) + " (no peer access)");
+      DeviceGuard g(gpu_);
+      const cudaError_t pe = cudaDeviceEnablePeerAccess(at.device, 0);
+      if (pe != cudaErrorPeerAccessAlreadyEnabled) cuda_check(pe, "reg_mr: cudaDeviceEnablePeerAccess");
+      (void)cudaGetLastError();
+    }
 #else
     (void)addr;
 #endif
@@ -578,10 +1106,10 @@ class SoftProvider final : public Provider {
     return off;
   }
 
-  QpCtx& ctx(std::uint32_t qpn) const { return arena_.qps()[qpn - soft::kQpnBase]; }
+  QpCtx& ctx(std::uint32_t qpn) const { return tab_.qps()[qpn - soft::kQpnBase]; }
 
-  static void expect_state(const QpCtx& q, QpState want, const char* who, const char* target) {
-    const auto have = static_cast<QpState>(q.state);
+  void expect_state(const QpCtx& q, QpState want, const char* who, const char* target) const {
+    const auto have = static_cast<QpState>(pull(q.state));
     if (have != want)
       throw Error(std::string(who) + ": QP " + hex(q.qpn) + " is in " + to_string(have) + "; " +
                   target + " needs " + to_string(want));
@@ -612,9 +1140,12 @@ class SoftProvider final : public Provider {
 
   std::string name_;
   int fd_ = -1;
-  Arena arena_;
+  Arena arena_;  ///< the engine's view: every pointer handed out points here
+  Arena tab_;    ///< the host's view of header and tables (== arena_ for the CPU engine)
+  std::vector<std::byte> shadow_;  ///< GPU engine: storage of tab_
   std::size_t size_ = 0;
   std::string path_;
+  unsigned char ipc_[64] = {};
   Heap heap_;
   std::vector<std::uint8_t> mr_tags_;
   void* cq_state_[kMaxCqs] = {};
@@ -622,11 +1153,23 @@ class SoftProvider final : public Provider {
   std::uint32_t last_pdn_ = 0;
   std::mutex events_mu_;
   std::uint64_t events_read_ = 0;
+  std::deque<AsyncEvent> engine_events_;  ///< raised by the watchdog
   bool gpu_mapped_ = false;
+  int gpu_ = -1;  ///< GPU engine: its GPU; -1 for the CPU engine
+  std::uint32_t warps_ = 0;
+#if GPUVERBS_HAVE_CUDA
+  cudaStream_t ctl_ = nullptr, engine_stream_ = nullptr;
+  std::map<std::string, void*> ipc_peers_;
+#endif
+  bool engine_running_ = false;
   std::atomic<std::uint32_t> qp_high_{0};
   std::atomic<bool> stop_{false};
-  std::mutex mu_;  ///< guards tables and heap; the engine holds it for each sweep
+  std::mutex mu_;  ///< guards tables and heap; the CPU engine holds it for each sweep
   std::thread engine_;
+  std::thread watchdog_;
+  std::mutex wd_mu_;
+  std::condition_variable wd_cv_;
+  bool wd_stop_ = false;
 };
 
 }  // namespace

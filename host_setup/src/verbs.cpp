@@ -100,6 +100,8 @@ void* Device::alloc(std::size_t bytes) { return provider_->alloc(bytes); }
 void Device::free(void* p) { provider_->free(p); }
 std::optional<AsyncEvent> Device::poll_async_event() { return provider_->poll_async_event(); }
 void Device::abort() { provider_->abort(); }
+void Device::quiesce() { provider_->quiesce(); }
+void Device::resume() { provider_->resume(); }
 
 // ---- ProtectionDomain ------------------------------------------------------------------
 
@@ -195,10 +197,14 @@ ib::CqHandle CompletionQueue::device_handle() const {
     h.send_sq = q.sq;
     h.send_sq_bbs = q.sq_bbs;
     h.send_qpn = q.qpn;
+    h.executor = std::max(h.executor, q.executor);
   }
   if (impl_->recv_qpn != 0) {
-    h.recv_qp = impl_->provider->qp_handle(impl_->recv_qpn).state;
+    // Receive CQEs are written by whoever takes our receive WQEs (the peer's executor).
+    const ib::QpHandle q = impl_->provider->qp_handle(impl_->recv_qpn);
+    h.recv_qp = q.state;
     h.recv_qpn = impl_->recv_qpn;
+    h.executor = std::max(h.executor, q.rq_executor);
   }
   return h;
 }

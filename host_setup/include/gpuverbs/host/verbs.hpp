@@ -40,7 +40,8 @@ const char* to_string(QpState s);
 
 /// An asynchronous error raised by the provider outside any completion.
 struct AsyncEvent {
-  enum class Type : std::uint32_t { kCqOverrun = 1, kQpFatal = 2 };
+  /// kEngineFailed: the GPU engine ended or stopped advancing; the device raised abort.
+  enum class Type : std::uint32_t { kCqOverrun = 1, kQpFatal = 2, kEngineFailed = 3 };
   Type type;
   std::uint32_t number;   ///< CQN or QPN
   std::string message;    ///< what happened and what to do
@@ -54,6 +55,17 @@ struct DeviceOptions {
   /// kernels: pinned and mapped into every GPU at the same addresses, so device handles work
   /// in kernels. Needs a CUDA build and a GPU; open() says so if either is missing.
   bool map_to_gpus = false;
+  /// Who executes the work requests of the soft provider:
+  /// - kCpu: a host thread; queues and Device::alloc memory in (shareable) host memory.
+  /// - kGpu: a persistent kernel on GPU `gpu` (one block of `engine_warps` warps on its own
+  ///   non-blocking stream, for the device's lifetime); queues, tables and Device::alloc
+  ///   memory in that GPU's memory, shareable with other processes through CUDA IPC. Kernels
+  ///   post and poll; host threads cannot use the handles. While it runs, a device-wide
+  ///   synchronisation (cudaDeviceSynchronize, cudaFree of device memory) would wait for it
+  ///   forever: call Device::quiesce() first and Device::resume() after.
+  enum class Engine : std::uint8_t { kCpu, kGpu } engine = Engine::kCpu;
+  int gpu = 0;                       ///< kGpu: the CUDA device that holds and runs it
+  std::uint32_t engine_warps = 4;    ///< kGpu: 1..8
 };
 
 struct QpCaps {
@@ -69,6 +81,7 @@ struct QpInfo {
   std::uint32_t qpn = 0;
   std::int32_t pid = 0;
   char arena[64] = {};
+  unsigned char ipc[64] = {};  ///< GPU engine: CUDA IPC handle of the arena, for other processes
 };
 
 struct ConnectAttr {
@@ -116,6 +129,12 @@ class Device {
   /// Raise the abort flag every handle of this device watches: all device-side waits end
   /// with Status::kAborted. Irreversible for this device.
   void abort();
+
+  /// GPU engine: stop the engine kernel (its queues keep their state) so that device-wide
+  /// synchronising CUDA calls can return; work posted meanwhile waits for resume(). Nothing
+  /// to do for the CPU engine. Not reentrant: one quiesce() per resume().
+  void quiesce();
+  void resume();
 
  private:
   explicit Device(std::unique_ptr<detail::Provider> p);

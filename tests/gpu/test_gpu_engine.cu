@@ -1,0 +1,714 @@
+// The software HCA's GPU engine: queues, tables and buffers in GPU memory, WQEs executed by a
+// persistent kernel, posted and polled by kernels. Every opcode and error path end to end; one
+// GPU, two GPUs in one process, two processes (CUDA IPC); the engine's hazards.
+//
+// While a kGpu device is open its engine kernel is resident: these tests launch on
+// non-blocking streams and synchronise those streams only, and allocate CUDA memory before
+// opening the device (or while it is quiesced).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gpuverbs/host/verbs.hpp>
+#include <gpuverbs/ib.hpp>
+
+#include "gpu_test.hpp"
+
+extern char** environ;
+
+namespace {
+
+using gv::Status;
+using gv::ib::Ownership;
+using gv::ib::SendWr;
+using gv::ib::Sge;
+using gv::ib::WrOpcode;
+namespace m5 = gv::ib::mlx5;
+
+gv::DeviceOptions engine_on(int gpu) {
+  gv::DeviceOptions o;
+  o.engine = gv::DeviceOptions::Engine::kGpu;
+  o.gpu = gpu;
+  return o;
+}
+
+struct KernelResult {
+  Status post, poll;
+  gv::ib::Completion c;
+};
+
+__global__ void post_and_poll(const __grid_constant__ gv::ib::QpHandle qp, const __grid_constant__ gv::ib::CqHandle cq,
+                              SendWr wr, Sge sge, KernelResult* out) {
+  wr.sg_list = &sge;
+  out->post = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
+  out->poll = out->post == Status::kOk ? gv::ib::poll_cq<Ownership::kExclusive>(cq, out->c) : Status::kEmpty;
+}
+
+__global__ void recv_kernel(const __grid_constant__ gv::ib::QpHandle qp, Sge sge, Status* st) {
+  *st = gv::ib::post_recv<Ownership::kExclusive>(qp, &sge, 1);
+}
+
+__global__ void poll_kernel(const __grid_constant__ gv::ib::CqHandle cq, KernelResult* out) {
+  out->poll = gv::ib::poll_cq<Ownership::kExclusive>(cq, out->c);
+}
+
+/// Host-side access to GPU buffers, on a non-blocking stream (never the legacy one).
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ~Stream() { (void)cudaStreamDestroy(s); }
+  void put(void* dst, const void* src, std::size_t n) {
+    ASSERT_EQ(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  }
+  std::vector<std::uint8_t> get(const void* src, std::size_t n) {
+    std::vector<std::uint8_t> v(n);
+    EXPECT_EQ(cudaMemcpyAsync(v.data(), src, n, cudaMemcpyDefault, s), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    return v;
+  }
+  void sync() { ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess); }
+};
+
+std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint8_t> v(n);
+  for (auto& b : v) b = static_cast<std::uint8_t>(rng());
+  return v;
+}
+
+constexpr std::uint32_t kAllAccess = gv::kLocalWrite | gv::kRemoteWrite | gv::kRemoteRead | gv::kRemoteAtomic;
+
+/// Two connected QPs on one GPU engine, a GPU buffer per side (Device::alloc), plus a
+/// cudaMalloc buffer and mapped pinned host memory outside the arena.
+class GpuEngine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GV_REQUIRE_GPUS(1);
+    GV_CUDA_CHECK(cudaSetDevice(0));
+    GV_CUDA_CHECK(cudaMallocHost(&res, sizeof(KernelResult)));
+    GV_CUDA_CHECK(cudaMalloc(&outside, kBytes));
+    GV_CUDA_CHECK(cudaHostAlloc(&mapped, kBytes, cudaHostAllocMapped));
+    stream = std::make_unique<Stream>();
+    dev = gv::Device::open("soft", engine_on(0));
+    pd = dev->alloc_pd();
+    gv::QpCaps caps;
+    caps.max_inline = 128;
+    for (int i = 0; i < 2; ++i) {
+      cq[i] = dev->create_cq(64);
+      qp[i] = pd->create_qp(*cq[i], *cq[i], caps);
+    }
+    qp[0]->connect(qp[1]->info());
+    qp[1]->connect(qp[0]->info());
+    for (int i = 0; i < 2; ++i) {
+      qh[i] = qp[i]->device_handle();
+      ch[i] = cq[i]->device_handle();
+      buf[i] = static_cast<std::uint8_t*>(dev->alloc(kBytes));
+      mr[i] = pd->reg_mr(buf[i], kBytes, kAllAccess);
+      host[i] = random_bytes(kBytes, 100 + i);
+      stream->put(buf[i], host[i].data(), kBytes);
+    }
+  }
+
+  void TearDown() override {
+    for (auto& m : mr) m.reset();
+    if (dev)
+      for (auto* b : buf)
+        if (b) dev->free(b);
+    for (auto& q : qp) q.reset();
+    for (auto& c : cq) c.reset();
+    pd.reset();
+    dev.reset();  // stops the engine: device-wide calls are safe again
+    stream.reset();
+    if (res) cudaFreeHost(res);
+    if (outside) cudaFree(outside);
+    if (mapped) cudaFreeHost(mapped);
+  }
+
+  KernelResult run(const SendWr& wr, const Sge& sge, int side = 0) {
+    std::memset(res, 0xcd, sizeof(*res));  // poison
+    post_and_poll<<<1, 1, 0, stream->s>>>(qh[side], ch[side], wr, sge, res);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    stream->sync();
+    return *res;
+  }
+
+  Sge sge(int side, std::size_t off, std::uint32_t len) const {
+    return Sge{reinterpret_cast<std::uint64_t>(buf[side] + off), len, mr[side]->lkey()};
+  }
+
+  static SendWr write_to(std::uint64_t addr, std::uint32_t rkey) {
+    SendWr wr;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.flags = gv::ib::kWrSignaled;
+    wr.num_sge = 1;
+    wr.remote_addr = addr;
+    wr.rkey = rkey;
+    return wr;
+  }
+
+  static constexpr std::size_t kBytes = std::size_t{2} << 20;
+  std::unique_ptr<Stream> stream;
+  std::unique_ptr<gv::Device> dev;
+  std::unique_ptr<gv::ProtectionDomain> pd;
+  std::unique_ptr<gv::CompletionQueue> cq[2];
+  std::unique_ptr<gv::QueuePair> qp[2];
+  gv::ib::QpHandle qh[2];
+  gv::ib::CqHandle ch[2];
+  std::uint8_t* buf[2] = {};
+  std::vector<std::uint8_t> host[2];
+  std::unique_ptr<gv::MemoryRegion> mr[2];
+  KernelResult* res = nullptr;
+  void* outside = nullptr;
+  void* mapped = nullptr;
+};
+
+TEST_F(GpuEngine, HandlesNameTheGpuEngineAsExecutor) {
+  EXPECT_EQ(qh[0].executor, gv::sync::Scope::kGpu);
+  EXPECT_EQ(qh[0].rq_executor, gv::sync::Scope::kGpu);  // the peer QP is served by the same engine
+  EXPECT_EQ(ch[0].executor, gv::sync::Scope::kGpu);
+  cudaPointerAttributes at{};
+  GV_CUDA_CHECK(cudaPointerGetAttributes(&at, qh[0].sq));
+  EXPECT_EQ(at.type, cudaMemoryTypeDevice);
+  GV_CUDA_CHECK(cudaPointerGetAttributes(&at, buf[0]));
+  EXPECT_EQ(at.type, cudaMemoryTypeDevice);
+}
+
+TEST_F(GpuEngine, WriteReadAtomicsOfEverySizeAndAlignment) {
+  // Sizes straddle the engine's solo/warp threshold and every word width the mover uses.
+  const std::uint32_t sizes[] = {1, 7, 8, 127, 128, 129, 130, 4095, 5000, 65536 + 3, 1 << 20};
+  std::size_t roff = 1, loff = 3;
+  for (const std::uint32_t n : sizes) {
+    KernelResult r = run(write_to(reinterpret_cast<std::uint64_t>(buf[1] + roff), mr[1]->rkey()), sge(0, loff, n));
+    ASSERT_EQ(r.poll, Status::kOk) << n << ": " << gv::describe(r.c);
+    EXPECT_EQ(r.c.wqe_opcode, m5::kOpRdmaWrite);
+    const auto got = stream->get(buf[1] + roff, n);
+    ASSERT_EQ(std::memcmp(got.data(), host[0].data() + loff, n), 0) << "WRITE of " << n << " bytes";
+    std::memcpy(host[1].data() + roff, host[0].data() + loff, n);
+    roff = (roff + 17) % 64;
+    loff = (loff * 3 + 16) % 64;  // aligned and unaligned pairs
+  }
+  SendWr rd = write_to(reinterpret_cast<std::uint64_t>(buf[1] + 300000), mr[1]->rkey());
+  rd.opcode = WrOpcode::kRdmaRead;
+  KernelResult r = run(rd, sge(0, 1500000, 70000));
+  ASSERT_EQ(r.poll, Status::kOk) << gv::describe(r.c);
+  EXPECT_EQ(r.c.byte_len, 70000u);
+  EXPECT_EQ(stream->get(buf[0] + 1500000, 70000),
+            std::vector<std::uint8_t>(host[1].begin() + 300000, host[1].begin() + 370000));
+
+  std::uint64_t before;
+  std::memcpy(&before, host[1].data() + 512, 8);
+  SendWr fa = write_to(reinterpret_cast<std::uint64_t>(buf[1] + 512), mr[1]->rkey());
+  fa.opcode = WrOpcode::kAtomicFetchAdd;
+  fa.compare_add = 77;
+  r = run(fa, sge(0, 8, 8));
+  ASSERT_EQ(r.poll, Status::kOk) << gv::describe(r.c);
+  std::uint64_t got, now;
+  std::memcpy(&got, stream->get(buf[0] + 8, 8).data(), 8);
+  std::memcpy(&now, stream->get(buf[1] + 512, 8).data(), 8);
+  EXPECT_EQ(got, before);
+  EXPECT_EQ(now, before + 77);
+
+  SendWr cs = fa;
+  cs.opcode = WrOpcode::kAtomicCmpSwp;
+  cs.compare_add = before;  // stale: no swap, the current value comes back
+  cs.swap = 1;
+  r = run(cs, sge(0, 16, 8));
+  ASSERT_EQ(r.poll, Status::kOk) << gv::describe(r.c);
+  std::memcpy(&got, stream->get(buf[0] + 16, 8).data(), 8);
+  EXPECT_EQ(got, before + 77);
+  cs.compare_add = before + 77;
+  cs.swap = 0xfeedfacecafebeefull;
+  r = run(cs, sge(0, 16, 8));
+  ASSERT_EQ(r.poll, Status::kOk) << gv::describe(r.c);
+  std::memcpy(&now, stream->get(buf[1] + 512, 8).data(), 8);
+  EXPECT_EQ(now, 0xfeedfacecafebeefull);
+}
+
+TEST_F(GpuEngine, SendImmInlineAndWriteImmCompleteAtTheReceiver) {
+  recv_kernel<<<1, 1, 0, stream->s>>>(qh[1], sge(1, 40000, 200), &res->post);
+  stream->sync();
+  ASSERT_EQ(res->post, Status::kOk);
+  SendWr wr;
+  wr.opcode = WrOpcode::kSendImm;
+  wr.flags = gv::ib::kWrSignaled | gv::ib::kWrInline;
+  wr.num_sge = 1;
+  wr.imm = 0xabcdef01;
+  KernelResult r = run(wr, Sge{reinterpret_cast<std::uint64_t>(buf[0] + 7), 100, 0});
+  ASSERT_EQ(r.poll, Status::kOk) << gv::describe(r.c);
+  poll_kernel<<<1, 1, 0, stream->s>>>(ch[1], res);
+  stream->sync();
+  ASSERT_EQ(res->poll, Status::kOk) << gv::describe(res->c);
+  EXPECT_EQ(res->c.cqe_opcode, m5::kCqeRespSendImm);
+  EXPECT_EQ(res->c.imm, 0xabcdef01u);
+  EXPECT_EQ(res->c.byte_len, 100u);
+  EXPECT_EQ(stream->get(buf[1] + 40000, 100), std::vector<std::uint8_t>(host[0].begin() + 7, host[0].begin() + 107));
+
+  recv_kernel<<<1, 1, 0, stream->s>>>(qh[1], Sge{0, 0, 0}, &res->post);
+  stream->sync();
+  ASSERT_EQ(res->post, Status::kOk);
+  SendWr wi = write_to(reinterpret_cast<std::uint64_t>(buf[1] + 9000), mr[1]->rkey());
+  wi.opcode = WrOpcode::kRdmaWriteImm;
+  wi.imm = 0x12345678;
+  r = run(wi, sge(0, 100, 3000));
+  ASSERT_EQ(r.poll, Status::kOk) << gv::describe(r.c);
+  poll_kernel<<<1, 1, 0, stream->s>>>(ch[1], res);
+  stream->sync();
+  ASSERT_EQ(res->poll, Status::kOk) << gv::describe(res->c);
+  EXPECT_EQ(res->c.cqe_opcode, m5::kCqeRespWrImm);
+  EXPECT_EQ(res->c.imm, 0x12345678u);
+  EXPECT_EQ(res->c.byte_len, 3000u);
+  EXPECT_EQ(stream->get(buf[1] + 9000, 3000), std::vector<std::uint8_t>(host[0].begin() + 100, host[0].begin() + 3100));
+}
+
+TEST_F(GpuEngine, GpuMemoryOutsideTheArenaAndMappedHostMemoryAreReachable) {
+  auto mo = pd->reg_mr(outside, kBytes, kAllAccess);
+  void* mapped_dev = nullptr;
+  GV_CUDA_CHECK(cudaHostGetDevicePointer(&mapped_dev, mapped, 0));
+  ASSERT_EQ(mapped_dev, mapped);  // UVA
+  auto mh = pd->reg_mr(mapped, kBytes, kAllAccess);
+  std::memset(mapped, 0, kBytes);
+  KernelResult r = run(write_to(reinterpret_cast<std::uint64_t>(outside) + 64, mo->rkey()), sge(0, 0, 10000));
+  ASSERT_EQ(r.poll, Status::kOk) << gv::describe(r.c);
+  EXPECT_EQ(stream->get(static_cast<std::uint8_t*>(outside) + 64, 10000),
+            std::vector<std::uint8_t>(host[0].begin(), host[0].begin() + 10000));
+  r = run(write_to(reinterpret_cast<std::uint64_t>(mapped) + 8, mh->rkey()), sge(0, 20000, 5000));
+  ASSERT_EQ(r.poll, Status::kOk) << gv::describe(r.c);
+  EXPECT_EQ(std::memcmp(static_cast<std::uint8_t*>(mapped) + 8, host[0].data() + 20000, 5000), 0);
+
+  std::vector<std::uint8_t> pageable(4096);
+  try {
+    pd->reg_mr(pageable.data(), pageable.size(), gv::kLocalWrite);
+    ADD_FAILURE() << "reg_mr of pageable host memory succeeded on the GPU engine";
+  } catch (const gv::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pageable"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(GpuEngine, RemoteAccessErrorMovesTheQpToErrorAndFlushesTheRest) {
+  SendWr bad = write_to(reinterpret_cast<std::uint64_t>(buf[1]), mr[1]->rkey() + 1);  // not a key
+  KernelResult r = run(bad, sge(0, 0, 64));
+  EXPECT_EQ(r.poll, Status::kCompletionError);
+  EXPECT_EQ(r.c.syndrome, m5::kSyndRemoteAccessErr) << gv::describe(r.c);
+  EXPECT_EQ(qp[0]->state(), gv::QpState::kError);
+  r = run(write_to(reinterpret_cast<std::uint64_t>(buf[1]), mr[1]->rkey()), sge(0, 0, 64));
+  EXPECT_EQ(r.poll, Status::kCompletionError);
+  EXPECT_EQ(r.c.syndrome, m5::kSyndWrFlushErr) << gv::describe(r.c);
+  EXPECT_EQ(stream->get(buf[1], 64), std::vector<std::uint8_t>(host[1].begin(), host[1].begin() + 64));
+}
+
+TEST_F(GpuEngine, LocalProtectionBoundsAndRnrErrors) {
+  KernelResult r = run(write_to(reinterpret_cast<std::uint64_t>(buf[1]), mr[1]->rkey()),
+                       Sge{reinterpret_cast<std::uint64_t>(buf[0]), 64, mr[0]->lkey() ^ 0x100});
+  EXPECT_EQ(r.c.syndrome, m5::kSyndLocalProtErr) << gv::describe(r.c);
+
+  // A fresh pair: bounds (one byte past the region) and RNR (SEND with no receive posted).
+  auto c2 = dev->create_cq(16), c3 = dev->create_cq(16);
+  auto a = pd->create_qp(*c2, *c2), b = pd->create_qp(*c3, *c3);
+  gv::ConnectAttr attr;
+  attr.rnr_retry = 1;
+  attr.min_rnr_timer = 1;  // 10 us
+  a->connect(b->info(), attr);
+  b->connect(a->info(), attr);
+  qh[0] = a->device_handle();
+  ch[0] = c2->device_handle();
+  r = run(write_to(reinterpret_cast<std::uint64_t>(buf[1]) + kBytes - 10, mr[1]->rkey()), sge(0, 0, 11));
+  EXPECT_EQ(r.c.syndrome, m5::kSyndRemoteAccessErr) << gv::describe(r.c);
+  auto c4 = dev->create_cq(16), c5 = dev->create_cq(16);
+  auto e = pd->create_qp(*c4, *c4), f = pd->create_qp(*c5, *c5);
+  e->connect(f->info(), attr);
+  f->connect(e->info(), attr);
+  qh[0] = e->device_handle();
+  ch[0] = c4->device_handle();
+  SendWr send;
+  send.opcode = WrOpcode::kSend;
+  send.flags = gv::ib::kWrSignaled;
+  send.num_sge = 1;
+  r = run(send, sge(0, 0, 32));
+  EXPECT_EQ(r.c.syndrome, m5::kSyndRnrRetryExcErr) << gv::describe(r.c);
+}
+
+TEST_F(GpuEngine, QuiesceLetsTheDeviceSynchronizeAndResumeContinues) {
+  dev->quiesce();
+  GV_CUDA_CHECK(cudaDeviceSynchronize());
+  void* p = nullptr;
+  GV_CUDA_CHECK(cudaMalloc(&p, 1 << 20));
+  GV_CUDA_CHECK(cudaFree(p));
+  EXPECT_THROW(dev->quiesce(), gv::Error);
+  dev->resume();
+  EXPECT_THROW(dev->resume(), gv::Error);
+  const KernelResult r = run(write_to(reinterpret_cast<std::uint64_t>(buf[1]), mr[1]->rkey()), sge(0, 0, 4096));
+  ASSERT_EQ(r.poll, Status::kOk) << gv::describe(r.c);
+  EXPECT_EQ(stream->get(buf[1], 4096), std::vector<std::uint8_t>(host[0].begin(), host[0].begin() + 4096));
+}
+
+TEST_F(GpuEngine, QpsComeAndGoWhileTheEngineRuns) {
+  for (int round = 0; round < 20; ++round) {
+    auto c1 = dev->create_cq(8), c2 = dev->create_cq(8);
+    auto a = pd->create_qp(*c1, *c1), b = pd->create_qp(*c2, *c2);
+    a->connect(b->info());
+    b->connect(a->info());
+    qh[0] = a->device_handle();
+    ch[0] = c1->device_handle();
+    const std::size_t off = 4096 * round;
+    const KernelResult r = run(write_to(reinterpret_cast<std::uint64_t>(buf[1] + off), mr[1]->rkey()), sge(0, off, 256));
+    ASSERT_EQ(r.poll, Status::kOk) << round << ": " << gv::describe(r.c);
+    ASSERT_EQ(stream->get(buf[1] + off, 256), std::vector<std::uint8_t>(host[0].begin() + off, host[0].begin() + off + 256));
+  }
+}
+
+/// Block b owns QP b: `n` signaled inline WRITEs of 16 bytes into its own slots of the target.
+__global__ void many_qps(const gv::ib::QpHandle* qps, const gv::ib::CqHandle* cqs, std::uint64_t remote,
+                         std::uint32_t rkey, int n, Status* status) {
+  if (threadIdx.x != 0) return;
+  const int b = blockIdx.x;
+  Status st = Status::kOk;
+  for (int i = 0; i < n && st == Status::kOk; ++i) {
+    std::uint32_t payload[4] = {static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(i), 0xa5a5a5a5u,
+                                static_cast<std::uint32_t>(b * 1000003 + i)};
+    const Sge s{reinterpret_cast<std::uint64_t>(payload), 16, 0};
+    SendWr wr;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.flags = gv::ib::kWrSignaled | gv::ib::kWrInline;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.remote_addr = remote + (static_cast<std::uint64_t>(b) * n + i) * 16;
+    wr.rkey = rkey;
+    st = gv::ib::post_send<Ownership::kExclusive>(qps[b], wr);
+    gv::ib::Completion c;
+    if (st == Status::kOk) st = gv::ib::poll_cq<Ownership::kExclusive>(cqs[b], c);
+  }
+  status[b] = st;
+}
+
+TEST_F(GpuEngine, SixteenBlocksOnSixteenQpsEveryMessageLandsOnce) {
+  constexpr int kQps = 16, kN = 300;
+  std::unique_ptr<gv::CompletionQueue> cqs[kQps];
+  std::unique_ptr<gv::QueuePair> src[kQps], dst[kQps];
+  std::vector<gv::ib::QpHandle> qhs(kQps);
+  std::vector<gv::ib::CqHandle> chs(kQps);
+  std::vector<std::unique_ptr<gv::CompletionQueue>> sinks;
+  for (int i = 0; i < kQps; ++i) {
+    cqs[i] = dev->create_cq(32);
+    sinks.push_back(dev->create_cq(4));
+    src[i] = pd->create_qp(*cqs[i], *cqs[i]);
+    dst[i] = pd->create_qp(*sinks.back(), *sinks.back());
+    src[i]->connect(dst[i]->info());
+    dst[i]->connect(src[i]->info());
+    qhs[i] = src[i]->device_handle();
+    chs[i] = cqs[i]->device_handle();
+  }
+  auto* handles = static_cast<std::uint8_t*>(dev->alloc(kQps * (sizeof(gv::ib::QpHandle) + sizeof(gv::ib::CqHandle))));
+  auto* dq = reinterpret_cast<gv::ib::QpHandle*>(handles);
+  auto* dc = reinterpret_cast<gv::ib::CqHandle*>(handles + kQps * sizeof(gv::ib::QpHandle));
+  stream->put(dq, qhs.data(), kQps * sizeof(gv::ib::QpHandle));
+  stream->put(dc, chs.data(), kQps * sizeof(gv::ib::CqHandle));
+  std::vector<Status> status(kQps, Status::kEmpty);
+  auto* dst_status = static_cast<Status*>(dev->alloc(kQps * sizeof(Status)));
+  stream->put(dst_status, status.data(), kQps * sizeof(Status));  // poison
+  stream->put(buf[1], std::vector<std::uint8_t>(kQps * kN * 16, 0).data(), kQps * kN * 16);
+  many_qps<<<kQps, 32, 0, stream->s>>>(dq, dc, reinterpret_cast<std::uint64_t>(buf[1]), mr[1]->rkey(), kN, dst_status);
+  GV_CUDA_CHECK(cudaGetLastError());
+  stream->sync();
+  const auto sv = stream->get(dst_status, kQps * sizeof(Status));
+  std::memcpy(status.data(), sv.data(), sv.size());
+  for (int b = 0; b < kQps; ++b) EXPECT_EQ(status[b], Status::kOk) << "block " << b;
+  const auto got = stream->get(buf[1], kQps * kN * 16);
+  for (int b = 0; b < kQps; ++b)
+    for (int i = 0; i < kN; ++i) {
+      std::uint32_t w[4];
+      std::memcpy(w, got.data() + (static_cast<std::size_t>(b) * kN + i) * 16, 16);
+      ASSERT_TRUE(w[0] == static_cast<std::uint32_t>(b) && w[1] == static_cast<std::uint32_t>(i) &&
+                  w[2] == 0xa5a5a5a5u && w[3] == static_cast<std::uint32_t>(b * 1000003 + i))
+          << "block " << b << " message " << i;
+    }
+  dev->free(dst_status);
+  dev->free(handles);
+}
+
+// ---- Two GPUs in one process, two processes ----------------------------------------------------
+
+/// One side of a ping-pong: wait for the peer's i-th message (last byte = i), check it, write ours.
+__global__ void pingpong_side(const __grid_constant__ gv::ib::QpHandle qp, const __grid_constant__ gv::ib::CqHandle cq,
+                              std::uint8_t* in, std::uint8_t* out, std::uint64_t peer_in, std::uint32_t lkey,
+                              std::uint32_t rkey, std::uint32_t bytes, int iters, bool starts, Status* status) {
+  Sge sge{reinterpret_cast<std::uint64_t>(out), bytes, lkey};
+  SendWr wr;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.flags = gv::ib::kWrSignaled;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.remote_addr = peer_in;
+  wr.rkey = rkey;
+  Status st = Status::kOk;
+  for (int i = 1; i <= iters && st == Status::kOk; ++i) {
+    if (!starts || i > 1) {
+      const auto want = static_cast<std::uint8_t>(starts ? i - 1 : i);
+      st = gv::sync::bounded_wait(
+          [&] { return gv::sync::load_acquire(&in[bytes - 1], gv::sync::Scope::kSystem) == want; }, gv::Budget{},
+          qp.abort);
+      for (std::uint32_t k = 0; k + 1 < bytes && st == Status::kOk; ++k)
+        if (in[k] != static_cast<std::uint8_t>(want + k)) st = Status::kInvalidArgument;
+    }
+    if (st != Status::kOk) break;
+    for (std::uint32_t k = 0; k + 1 < bytes; ++k) out[k] = static_cast<std::uint8_t>(i + k);
+    out[bytes - 1] = static_cast<std::uint8_t>(i);
+    st = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
+    gv::ib::Completion c;
+    if (st == Status::kOk) st = gv::ib::poll_cq<Ownership::kExclusive>(cq, c);
+  }
+  *status = st;
+}
+
+TEST(GpuEngineTwoGpus, PingPongBetweenTwoEnginesOverPeerMemory) {
+  GV_REQUIRE_GPUS(2);
+  int can = 0;
+  GV_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
+  if (!can) GTEST_SKIP() << "GPUs 0 and 1 cannot access each other's memory";
+  Status* st = nullptr;
+  GV_CUDA_CHECK(cudaMallocHost(&st, 2 * sizeof(Status)));
+  st[0] = st[1] = Status::kEmpty;
+  cudaStream_t s[2];
+  for (int g = 0; g < 2; ++g) {
+    GV_CUDA_CHECK(cudaSetDevice(g));
+    GV_CUDA_CHECK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
+  }
+  {
+    constexpr std::uint32_t kBytes = 1000;
+    std::unique_ptr<gv::Device> dev[2];
+    std::unique_ptr<gv::ProtectionDomain> pd[2];
+    std::unique_ptr<gv::CompletionQueue> cq[2];
+    std::unique_ptr<gv::QueuePair> qp[2];
+    std::unique_ptr<gv::MemoryRegion> mr[2];
+    std::uint8_t* buf[2];
+    for (int g = 0; g < 2; ++g) {
+      dev[g] = gv::Device::open("soft", engine_on(g));
+      pd[g] = dev[g]->alloc_pd();
+      cq[g] = dev[g]->create_cq(64);
+      qp[g] = pd[g]->create_qp(*cq[g], *cq[g]);
+      buf[g] = static_cast<std::uint8_t*>(dev[g]->alloc(2 * kBytes));  // [in | out]
+      mr[g] = pd[g]->reg_mr(buf[g], 2 * kBytes, gv::kLocalWrite | gv::kRemoteWrite);
+      GV_CUDA_CHECK(cudaSetDevice(g));
+      GV_CUDA_CHECK(cudaMemsetAsync(buf[g], 0, 2 * kBytes, s[g]));
+      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
+    }
+    qp[0]->connect(qp[1]->info());
+    qp[1]->connect(qp[0]->info());
+    EXPECT_EQ(qp[0]->device_handle().rq_executor, gv::sync::Scope::kSystem);  // the peer engine is on GPU 1
+    EXPECT_EQ(cq[0]->device_handle().executor, gv::sync::Scope::kSystem);
+    for (int g = 1; g >= 0; --g) {
+      GV_CUDA_CHECK(cudaSetDevice(g));
+      pingpong_side<<<1, 1, 0, s[g]>>>(qp[g]->device_handle(), cq[g]->device_handle(), buf[g], buf[g] + kBytes,
+                                       reinterpret_cast<std::uint64_t>(buf[1 - g]), mr[g]->lkey(), mr[1 - g]->rkey(),
+                                       kBytes, 300, g == 0, &st[g]);
+      GV_CUDA_CHECK(cudaGetLastError());
+    }
+    for (int g = 0; g < 2; ++g) {
+      GV_CUDA_CHECK(cudaSetDevice(g));
+      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
+    }
+    for (int g = 0; g < 2; ++g) {
+      mr[g].reset();
+      dev[g]->free(buf[g]);
+    }
+  }
+  for (int g = 0; g < 2; ++g) {
+    GV_CUDA_CHECK(cudaSetDevice(g));
+    GV_CUDA_CHECK(cudaStreamDestroy(s[g]));
+  }
+  GV_CUDA_CHECK(cudaSetDevice(0));
+  EXPECT_EQ(st[0], Status::kOk) << gv::to_string(st[0]);
+  EXPECT_EQ(st[1], Status::kOk) << gv::to_string(st[1]);
+  cudaFreeHost(st);
+}
+
+// Two processes: this test spawns the binary again as `--ipc-child <rfd> <wfd> <gpu>`. The
+// child opens its own GPU engine, connects to the parent's QP through CUDA IPC, WRITEs a seeded
+// pattern into the parent's buffer with immediate data, then lets the parent READ its buffer.
+struct IpcHello {
+  gv::QpInfo qp;
+  std::uint64_t addr;
+  std::uint32_t rkey;
+};
+constexpr std::size_t kIpcBytes = 1 << 16;
+
+bool write_all(int fd, const void* p, std::size_t n) {
+  return ::write(fd, p, n) == static_cast<ssize_t>(n);
+}
+bool read_all(int fd, void* p, std::size_t n) {
+  auto* b = static_cast<std::uint8_t*>(p);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, b, n);
+    if (r <= 0) return false;
+    b += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+/// The child side; returns the process exit code (0 = the parent's checks decide).
+int ipc_child(int rfd, int wfd, int gpu) {
+  try {
+    cudaStream_t s;
+    if (cudaSetDevice(gpu) != cudaSuccess || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return 10;
+    KernelResult* res = nullptr;
+    if (cudaMallocHost(&res, sizeof(*res)) != cudaSuccess) return 11;
+    auto dev = gv::Device::open("soft", engine_on(gpu));
+    auto pd = dev->alloc_pd();
+    auto cq = dev->create_cq(16);
+    auto qp = pd->create_qp(*cq, *cq);
+    auto* buf = static_cast<std::uint8_t*>(dev->alloc(kIpcBytes));
+    auto mr = pd->reg_mr(buf, kIpcBytes, gv::kLocalWrite | gv::kRemoteRead);
+    const auto pattern = random_bytes(kIpcBytes, 4242);
+    if (cudaMemcpyAsync(buf, pattern.data(), kIpcBytes, cudaMemcpyHostToDevice, s) != cudaSuccess ||
+        cudaStreamSynchronize(s) != cudaSuccess)
+      return 12;
+    IpcHello parent{};
+    if (!read_all(rfd, &parent, sizeof(parent))) return 13;
+    const IpcHello mine{qp->info(), reinterpret_cast<std::uint64_t>(buf), mr->rkey()};
+    if (!write_all(wfd, &mine, sizeof(mine))) return 14;
+    qp->connect(parent.qp);
+    char go;
+    if (!read_all(rfd, &go, 1)) return 15;  // the parent connected and posted its receive
+    SendWr wr;
+    wr.opcode = WrOpcode::kRdmaWriteImm;
+    wr.flags = gv::ib::kWrSignaled;
+    wr.num_sge = 1;
+    wr.imm = 0x600dcafe;
+    wr.remote_addr = parent.addr;
+    wr.rkey = parent.rkey;
+    post_and_poll<<<1, 1, 0, s>>>(qp->device_handle(), cq->device_handle(), wr,
+                                  Sge{reinterpret_cast<std::uint64_t>(buf), kIpcBytes, mr->lkey()}, res);
+    if (cudaStreamSynchronize(s) != cudaSuccess) return 16;
+    if (res->poll != Status::kOk) return 17;
+    if (!read_all(rfd, &go, 1)) return 18;  // the parent has READ our buffer: we may close
+    mr.reset();
+    dev->free(buf);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ipc child: %s\n", e.what());
+    return 20;
+  }
+}
+
+TEST(GpuEngineTwoProcesses, WriteImmAndReadThroughCudaIpc) {
+  GV_REQUIRE_GPUS(1);
+  int n = 0;
+  GV_CUDA_CHECK(cudaGetDeviceCount(&n));
+  const int child_gpu = n > 1 ? 1 : 0;
+  int to_child[2], from_child[2];
+  ASSERT_EQ(pipe2(to_child, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(from_child, O_CLOEXEC), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, to_child[0], 3);
+  posix_spawn_file_actions_adddup2(&fa, from_child[1], 4);
+  const std::string gpu = std::to_string(child_gpu);
+  char arg0[] = "test_gpu_engine", arg1[] = "--ipc-child", arg2[] = "3", arg3[] = "4";
+  char* argv[] = {arg0, arg1, arg2, arg3, const_cast<char*>(gpu.c_str()), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  const int wfd = to_child[1], rfd = from_child[0];
+
+  KernelResult* res = nullptr;
+  GV_CUDA_CHECK(cudaSetDevice(0));
+  GV_CUDA_CHECK(cudaMallocHost(&res, sizeof(*res)));
+  {
+    Stream stream;
+    auto dev = gv::Device::open("soft", engine_on(0));
+    auto pd = dev->alloc_pd();
+    auto cq = dev->create_cq(16);
+    auto qp = pd->create_qp(*cq, *cq);
+    auto* buf = static_cast<std::uint8_t*>(dev->alloc(2 * kIpcBytes));  // [written by the child | read back]
+    auto mr = pd->reg_mr(buf, 2 * kIpcBytes, gv::kLocalWrite | gv::kRemoteWrite);
+    GV_CUDA_CHECK(cudaMemsetAsync(buf, 0x5a, 2 * kIpcBytes, stream.s));  // poison
+    stream.sync();
+    const IpcHello mine{qp->info(), reinterpret_cast<std::uint64_t>(buf), mr->rkey()};
+    ASSERT_TRUE(write_all(wfd, &mine, sizeof(mine)));
+    IpcHello child{};
+    ASSERT_TRUE(read_all(rfd, &child, sizeof(child))) << "the child process ended early";
+    qp->connect(child.qp);
+    recv_kernel<<<1, 1, 0, stream.s>>>(qp->device_handle(), Sge{0, 0, 0}, &res->post);
+    stream.sync();
+    ASSERT_EQ(res->post, Status::kOk);
+    ASSERT_TRUE(write_all(wfd, "g", 1));
+    poll_kernel<<<1, 1, 0, stream.s>>>(cq->device_handle(), res);
+    stream.sync();
+    ASSERT_EQ(res->poll, Status::kOk) << gv::describe(res->c);
+    EXPECT_EQ(res->c.cqe_opcode, m5::kCqeRespWrImm);
+    EXPECT_EQ(res->c.imm, 0x600dcafeu);
+    const auto pattern = random_bytes(kIpcBytes, 4242);
+    EXPECT_EQ(stream.get(buf, kIpcBytes), pattern);
+
+    SendWr rd;
+    rd.opcode = WrOpcode::kRdmaRead;
+    rd.flags = gv::ib::kWrSignaled;
+    rd.num_sge = 1;
+    rd.remote_addr = child.addr;
+    rd.rkey = child.rkey;
+    post_and_poll<<<1, 1, 0, stream.s>>>(qp->device_handle(), cq->device_handle(), rd,
+                                         Sge{reinterpret_cast<std::uint64_t>(buf + kIpcBytes), kIpcBytes, mr->lkey()}, res);
+    stream.sync();
+    ASSERT_EQ(res->poll, Status::kOk) << gv::describe(res->c);
+    EXPECT_EQ(stream.get(buf + kIpcBytes, kIpcBytes), pattern);
+    ASSERT_TRUE(write_all(wfd, "d", 1));
+    int wst = 0;
+    ASSERT_EQ(waitpid(pid, &wst, 0), pid);
+    EXPECT_TRUE(WIFEXITED(wst) && WEXITSTATUS(wst) == 0) << "child exit status " << wst;
+    mr.reset();
+    dev->free(buf);
+  }
+  ::close(wfd);
+  ::close(rfd);
+  cudaFreeHost(res);
+}
+
+// ---- Hazards ---------------------------------------------------------------------------------
+
+TEST(GpuEngineHazards, BadOptionsAreRefusedWithAReason) {
+  GV_REQUIRE_GPUS(1);
+  gv::DeviceOptions o = engine_on(0);
+  o.engine_warps = 9;
+  EXPECT_THROW(gv::Device::open("soft", o), gv::Error);
+  o = engine_on(64);
+  try {
+    gv::Device::open("soft", o);
+    ADD_FAILURE() << "opened an engine on GPU 64";
+  } catch (const gv::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+  // A GPU-engine QP does not connect to a CPU-engine QP.
+  auto g = gv::Device::open("soft", engine_on(0));
+  auto c = gv::Device::open("soft");
+  auto gpd = g->alloc_pd();
+  auto cpd = c->alloc_pd();
+  auto gcq = g->create_cq(4);
+  auto ccq = c->create_cq(4);
+  auto gq = gpd->create_qp(*gcq, *gcq);
+  auto cq = cpd->create_qp(*ccq, *ccq);
+  try {
+    gq->connect(cq->info());
+    ADD_FAILURE() << "a GPU-engine QP connected to a CPU-engine QP";
+  } catch (const gv::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("same DeviceOptions::engine"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 5 && std::strcmp(argv[1], "--ipc-child") == 0)
+    return ipc_child(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]));
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
