@@ -77,6 +77,27 @@ GV_HD GV_INLINE T fetch_max(T* p, T v) {
 #endif
 }
 template <class T>
+GV_HD GV_INLINE T fetch_add_relaxed(T* p, T v) {
+  return aref<T>(*p).fetch_add(v, GV_MO(relaxed));
+}
+/// A word polled for changes (device scope). On the GPU a relaxed load, and the caller issues
+/// acquire_fence() once a change calls for reading what was published with it: an idle poll
+/// then costs no fence. On the host an acquire load (free on x86, and ThreadSanitizer follows
+/// it), with acquire_fence() a no-op.
+template <class T>
+GV_HD GV_INLINE T load_polled(const T* p) {
+#if GV_DEVICE_PASS
+  return aref<T>(*const_cast<T*>(p)).load(GV_MO(relaxed));
+#else
+  return aref<T>(*const_cast<T*>(p)).load(GV_MO(acquire));
+#endif
+}
+GV_HD GV_INLINE void acquire_fence() {
+#if GV_DEVICE_PASS
+  cuda::atomic_thread_fence(GV_MO(acquire), cuda::thread_scope_device);
+#endif
+}
+template <class T>
 GV_HD GV_INLINE bool compare_exchange(T* p, T& expected, T desired) {
   return aref<T>(*p).compare_exchange_strong(expected, desired, GV_MO(acq_rel), GV_MO(acquire));
 }

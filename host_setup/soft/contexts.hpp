@@ -102,4 +102,19 @@ struct ArenaHeader {
   std::uint64_t epoch[kMaxEngineWarps];
 };
 
+inline constexpr std::uint32_t kMaxMrs = 4096;
+inline constexpr std::uint32_t kMaxQps = 1024;
+inline constexpr std::uint32_t kMaxCqs = 1024;
+
+/// Where the tables lie in every arena (the header records it too). Fixed at compile time, so
+/// an engine finds any arena's tables without reading that arena's header (a round trip over
+/// NVLink for a peer GPU's arena).
+constexpr std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) & ~(a - 1); }
+struct ArenaLayout {
+  static constexpr std::uint64_t kMrs = align_up(sizeof(ArenaHeader), 64);
+  static constexpr std::uint64_t kQps = align_up(kMrs + sizeof(MrEntry) * kMaxMrs, 64);
+  static constexpr std::uint64_t kCqs = align_up(kQps + sizeof(QpCtx) * kMaxQps, 64);
+  static constexpr std::uint64_t kHeap = align_up(kCqs + sizeof(CqCtx) * kMaxCqs, 4096);
+};
+
 }  // namespace gv::soft

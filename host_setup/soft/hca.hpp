@@ -38,12 +38,12 @@ struct Arena {
   GV_HD ArenaHeader* hdr() const { return reinterpret_cast<ArenaHeader*>(base); }
   template <class T>
   GV_HD T* at(std::uint64_t off) const { return reinterpret_cast<T*>(base + off); }
-  GV_HD MrEntry* mrs() const { return at<MrEntry>(hdr()->mr_table_off); }
-  GV_HD QpCtx* qps() const { return at<QpCtx>(hdr()->qp_table_off); }
-  GV_HD CqCtx* cqs() const { return at<CqCtx>(hdr()->cq_table_off); }
+  GV_HD MrEntry* mrs() const { return at<MrEntry>(ArenaLayout::kMrs); }
+  GV_HD QpCtx* qps() const { return at<QpCtx>(ArenaLayout::kQps); }
+  GV_HD CqCtx* cqs() const { return at<CqCtx>(ArenaLayout::kCqs); }
   GV_HD QpCtx* qp(std::uint32_t qpn) const {
     const std::uint32_t slot = qpn - kQpnBase;
-    if (qpn < kQpnBase || slot >= hdr()->max_qps) return nullptr;
+    if (qpn < kQpnBase || slot >= kMaxQps) return nullptr;
     QpCtx* q = qps() + slot;
     return sync::load_acquire(&q->qpn) == qpn ? q : nullptr;
   }
@@ -90,9 +90,11 @@ GV_HD GV_INLINE MemCheck resolve(const Arena& a, std::int32_t self_pid, std::uin
   out = nullptr;
   if (len == 0) return MemCheck::kOk;
   const std::uint32_t slot = mr_slot(key);
-  if (slot >= a.hdr()->max_mrs) return MemCheck::kNoKey;
-  const MrEntry* mr = a.mrs() + slot;
-  if (sync::load_acquire(&mr->key) != key || key == 0) return MemCheck::kNoKey;
+  if (slot >= kMaxMrs) return MemCheck::kNoKey;
+  const MrEntry* entry = a.mrs() + slot;
+  if (sync::load_acquire(&entry->key) != key || key == 0) return MemCheck::kNoKey;
+  const MrEntry e = *entry;  // one round of independent loads, not one per check
+  const MrEntry* mr = &e;
   if (mr->pdn != pdn) return MemCheck::kPd;
   if (addr < mr->addr || len > mr->length || addr - mr->addr > mr->length - len)
     return MemCheck::kBounds;
@@ -114,7 +116,8 @@ GV_HD GV_INLINE MemCheck resolve(const Arena& a, std::int32_t self_pid, std::uin
 /// QP of that arena using the CQ moves to the error state.
 GV_HD GV_INLINE bool push_cqe(const Arena& a, std::uint32_t cq_slot, m5::Cqe cqe, sync::Scope scope) {
   CqCtx* cq = a.cqs() + cq_slot;
-  const std::uint64_t p = sync::fetch_add(&cq->produced, std::uint64_t{1});
+  // Claiming a slot publishes nothing (the tail store below does): relaxed.
+  const std::uint64_t p = sync::fetch_add_relaxed(&cq->produced, std::uint64_t{1});
   const auto* dbrec = a.at<m5::CqDbrec>(cq->dbrec_off);
   const std::uint32_t ci24 = byteswap(sync::load_acquire(&dbrec->set_ci.raw)) & m5::kCqCiMask;
   const std::uint64_t ci = ib::widen_below(p, ci24, 24);
@@ -122,7 +125,7 @@ GV_HD GV_INLINE bool push_cqe(const Arena& a, std::uint32_t cq_slot, m5::Cqe cqe
     std::uint32_t expected = 0;
     if (sync::compare_exchange(&cq->error, expected, std::uint32_t{1})) {
       raise_async(a, AsyncEventType::kCqOverrun, cq->cqn, p);
-      for (std::uint32_t i = 0; i < a.hdr()->max_qps; ++i) {
+      for (std::uint32_t i = 0; i < kMaxQps; ++i) {
         QpCtx& q = a.qps()[i];
         if (sync::load_acquire(&q.qpn) != 0 && (q.send_cq == cq_slot || q.recv_cq == cq_slot))
           set_qp_error(q);
@@ -268,12 +271,23 @@ class Hca {
   /// Serve one QP of this engine's arena: execute rung WQEs, or flush everything after an
   /// error. Returns true if anything happened (for the engine's idle back-off).
   GV_HD static bool step(Env& env, QpCtx& q) {
-    const QpState st = qp_state(q);
-    if (st == QpState::kError) return flush(env, q);
+    // An idle QP costs two polled loads; only a QP with work pays for the acquire fence.
+    const auto st = static_cast<QpState>(sync::load_polled(&q.state));
+    if (st == QpState::kError) {
+      sync::acquire_fence();
+      return flush(env, q);
+    }
     if (st != QpState::kRts) return false;
     const Arena& a = env.own();
-    const std::uint64_t db = sync::load_acquire(a.at<std::uint64_t>(q.doorbell_off));
-    if (db != q.last_doorbell) {
+    const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(q.doorbell_off));
+    const bool rung = db != q.last_doorbell;
+    if (!rung && q.sq_head >= q.sq_rung) return false;
+    // The doorbell record may be newer than the doorbell (another poster's batch): it is read
+    // before the fence too, so the fence orders the WQEs it covers.
+    const auto* dbrec = a.at<m5::QpDbrec>(q.dbrec_off);
+    const std::uint32_t snd = rung ? sync::load_polled(&dbrec->snd.raw) : 0;
+    sync::acquire_fence();
+    if (rung) {
       q.last_doorbell = db;
       // The doorbell carries the first 8 bytes of the last WQE's control segment.
       const std::uint32_t db_qpn = byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8;
@@ -282,8 +296,7 @@ class Hca {
         set_qp_error(q);
         return true;
       }
-      const auto* dbrec = a.at<m5::QpDbrec>(q.dbrec_off);
-      q.sq_rung = ib::widen(q.sq_head, byteswap(sync::load_acquire(&dbrec->snd.raw)) & 0xffff, 16);
+      q.sq_rung = ib::widen(q.sq_head, byteswap(snd) & 0xffff, 16);
     }
     bool progressed = false;
     for (int n = 0; n < kBurst && q.sq_head < q.sq_rung; ++n) {
@@ -311,10 +324,12 @@ class Hca {
   GV_HD static bool find_peer(Env& env, const QpCtx& q, Peer& p) {
     p.arena = env.peer(q);
     if (p.arena == nullptr) return false;
-    p.qp = p.arena->qp(q.peer_qpn);
-    if (p.qp == nullptr || p.qp->peer_qpn != q.qpn) return false;
-    const QpState s = qp_state(*p.qp);
-    return s == QpState::kRtr || s == QpState::kRts;
+    p.qp = p.arena->qp(q.peer_qpn);  // acquire: its fields below were written before
+    if (p.qp == nullptr) return false;
+    const std::uint32_t peer_of_peer = p.qp->peer_qpn;
+    // Polled, not fenced on the GPU: the acquire of the qpn above already read past stale lines.
+    const auto s = static_cast<QpState>(sync::load_polled(&p.qp->state));
+    return peer_of_peer == q.qpn && (s == QpState::kRtr || s == QpState::kRts);
   }
 
   GV_HD static std::uint8_t local_syndrome(MemCheck c) {

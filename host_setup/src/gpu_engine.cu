@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(32 * soft::kMaxEngineWarps)
     const std::uint32_t n = sync::load_host_flag(&h->qp_high);
     for (std::uint32_t slot = warp; slot < n; slot += warps) {
       QpCtx& q = arena.qps()[slot];
-      if (sync::load_acquire(&q.qpn) != 0) soft::Hca<GpuEnv>::step(env, q);
+      if (sync::load_polled(&q.qpn) != 0) soft::Hca<GpuEnv>::step(env, q);
     }
     if (++sweeps % kEpochSweeps == 0) sync::store_release(&h->epoch[warp], sweeps + 1);
   }

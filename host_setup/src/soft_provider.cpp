@@ -45,9 +45,9 @@ using soft::QpCtx;
 namespace m5 = ib::mlx5;
 
 
-constexpr std::uint32_t kMaxMrs = 4096;
-constexpr std::uint32_t kMaxQps = 1024;
-constexpr std::uint32_t kMaxCqs = 1024;
+using soft::kMaxCqs;
+using soft::kMaxMrs;
+using soft::kMaxQps;
 
 std::string errno_text(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);
@@ -130,7 +130,8 @@ Mapping map_arena_path(const char* path) {
     if (p != MAP_FAILED) m = {static_cast<std::byte*>(p), static_cast<std::size_t>(st.st_size)};
   }
   ::close(fd);
-  if (m.base && reinterpret_cast<ArenaHeader*>(m.base)->magic != soft::kArenaMagic) {
+  const auto* h = reinterpret_cast<const ArenaHeader*>(m.base);
+  if (m.base && (h->magic != soft::kArenaMagic || h->version != soft::kArenaVersion)) {
     munmap(m.base, m.size);
     return {};
   }
@@ -254,8 +255,8 @@ class SoftProvider final : public Provider {
     if (size < (std::size_t{8} << 20))
       throw Error("Device::open(soft): arena_bytes " + std::to_string(size) +
                   " is too small: use at least 8 MiB");
-    const Layout lay = layout();
-    const std::uint64_t heap_off = lay.heap;
+    using L = soft::ArenaLayout;
+    const std::uint64_t heap_off = L::kHeap;
     if (opt.engine == DeviceOptions::Engine::kGpu) {
       open_gpu_arena(opt, size, heap_off);
     } else {
@@ -269,9 +270,9 @@ class SoftProvider final : public Provider {
     h->max_mrs = kMaxMrs;
     h->max_qps = kMaxQps;
     h->max_cqs = kMaxCqs;
-    h->mr_table_off = lay.mrs;
-    h->qp_table_off = lay.qps;
-    h->cq_table_off = lay.cqs;
+    h->mr_table_off = L::kMrs;
+    h->qp_table_off = L::kQps;
+    h->cq_table_off = L::kCqs;
     h->heap_off = heap_off;
     heap_.init(heap_off, size);
     mr_tags_.assign(kMaxMrs, 0);
@@ -637,20 +638,6 @@ class SoftProvider final : public Provider {
   template <class T>
   T* engine_ptr(T& tab_field) const {
     return reinterpret_cast<T*>(arena_.base + (reinterpret_cast<std::byte*>(&tab_field) - tab_.base));
-  }
-
-  /// Offsets of the tables and of the heap that follows them.
-  struct Layout {
-    std::uint64_t mrs, qps, cqs, heap;
-  };
-  static Layout layout() {
-    const auto up = [](std::uint64_t v, std::uint64_t a) { return (v + a - 1) & ~(a - 1); };
-    Layout l;
-    l.mrs = up(sizeof(ArenaHeader), 64);
-    l.qps = up(l.mrs + sizeof(MrEntry) * kMaxMrs, 64);
-    l.cqs = up(l.qps + sizeof(QpCtx) * kMaxQps, 64);
-    l.heap = up(l.cqs + sizeof(CqCtx) * kMaxCqs, 4096);
-    return l;
   }
 
   void open_host_arena(const DeviceOptions& opt, std::size_t size) {
