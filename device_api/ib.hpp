@@ -7,6 +7,7 @@
 //   gv::ib::post_send_warp_batch<Ownership>(qp, wr) a WQE per lane, one doorbell (GPU)
 //   gv::ib::poll_cq<Ownership>(cq, completion)    wait (bounded) for one completion
 //   gv::ib::try_poll_cq<Ownership>(cq, completion) take one if ready
+//   gv::ib::poll_cq_warp(cq, completion)          a warp takes up to 32 ready ones at once (GPU)
 //
 // Ownership: kShared is safe for any number of threads and blocks; kExclusive is for a queue
 // one thread (or warp) owns. A queue (SQ, RQ, CQ) keeps one ownership mode for its life.
@@ -17,6 +18,7 @@
 #include "ib/handles.hpp"
 #include "ib/mlx5_format.hpp"
 #include "ib/poll.hpp"
+#include "ib/poll_warp.hpp"
 #include "ib/post.hpp"
 #include "ib/post_warp.hpp"
 #include "ib/ring.hpp"

@@ -433,6 +433,80 @@ TEST_F(GpuEngine, SixteenBlocksOnSixteenQpsEveryMessageLandsOnce) {
   dev->free(handles);
 }
 
+/// Lane 0 posts `n` signaled 8 B inline WRITEs (one WQEBB each) to slots of `remote`; the warp
+/// then takes their completions with poll_cq_warp, checking order and status. Twice: the second
+/// round only fits in the send queue if the first round's completions retired its space.
+__global__ void warp_poll_rounds(const __grid_constant__ gv::ib::QpHandle qp, const __grid_constant__ gv::ib::CqHandle cq,
+                                 std::uint64_t remote, std::uint32_t rkey, int n, int* batches, Status* status) {
+  const unsigned lane = threadIdx.x % 32;
+  Status st = Status::kOk;
+  int polls = 0;
+  for (int round = 0; round < 2 && st == Status::kOk; ++round) {
+    if (lane == 0) {
+      for (int i = 0; i < n && st == Status::kOk; ++i) {
+        const std::uint64_t v = static_cast<std::uint64_t>(round) * n + i;
+        const Sge s{reinterpret_cast<std::uint64_t>(&v), 8, 0};
+        SendWr wr;
+        wr.opcode = WrOpcode::kRdmaWrite;
+        wr.flags = gv::ib::kWrSignaled | gv::ib::kWrInline;
+        wr.sg_list = &s;
+        wr.num_sge = 1;
+        wr.remote_addr = remote + 8 * v;
+        wr.rkey = rkey;
+        st = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
+      }
+    }
+    st = static_cast<Status>(__shfl_sync(0xffffffffu, static_cast<std::uint32_t>(st), 0));
+    const std::uint64_t start = gv::sync::now_ns();
+    for (int got = 0; got < n && st == Status::kOk;) {
+      gv::ib::Completion c;
+      Status ps = Status::kOk;
+      const int k = gv::ib::poll_cq_warp(cq, c, &ps);
+      if (k == 0) {
+        if (ps != Status::kEmpty) st = ps;
+        else if (gv::sync::now_ns() - start > 2'000'000'000ull) st = Status::kTimeout;
+        continue;
+      }
+      ++polls;
+      const std::uint16_t want = static_cast<std::uint16_t>(round * n + got + static_cast<int>(lane));
+      const bool bad = static_cast<int>(lane) < k && (ps != Status::kOk || c.wqe_counter != want || !c.is_send());
+      if (__any_sync(0xffffffffu, bad)) st = Status::kInvalidArgument;
+      got += k;
+    }
+  }
+  if (lane == 0) {
+    *batches = polls;
+    *status = st;
+  }
+}
+
+TEST_F(GpuEngine, WarpPollTakesReadyCompletionsInOrderAndFreesTheQueue) {
+  // sq_bbs is 512 here (128 WQEs of up to 3 WQEBBs): two rounds of 400 need the retirement.
+  ASSERT_EQ(qh[0].sq_bbs, 512u);
+  auto* out = static_cast<int*>(dev->alloc(64));
+  auto* st = reinterpret_cast<Status*>(out + 1);
+  const std::vector<std::uint8_t> poison(64, 0xee);
+  stream->put(out, poison.data(), 64);
+  warp_poll_rounds<<<1, 32, 0, stream->s>>>(qh[0], ch[0], reinterpret_cast<std::uint64_t>(buf[1]), mr[1]->rkey(), 400,
+                                            out, st);
+  GV_CUDA_CHECK(cudaGetLastError());
+  stream->sync();
+  int batches;
+  Status status;
+  std::memcpy(&batches, stream->get(out, 4).data(), 4);
+  std::memcpy(&status, stream->get(st, sizeof(Status)).data(), sizeof(Status));
+  EXPECT_EQ(status, Status::kOk) << gv::to_string(status);
+  EXPECT_GE(batches, 2 * 400 / 32);  // at most 32 per call
+  EXPECT_LE(batches, 2 * 400);
+  const auto got = stream->get(buf[1], 8 * 800);
+  for (std::uint64_t v = 0; v < 800; ++v) {
+    std::uint64_t w;
+    std::memcpy(&w, got.data() + 8 * v, 8);
+    ASSERT_EQ(w, v) << "slot " << v;
+  }
+  dev->free(out);
+}
+
 // ---- Two GPUs in one process, two processes ----------------------------------------------------
 
 /// One side of a ping-pong: wait for the peer's i-th message (last byte = i), check it, write ours.
