@@ -1,46 +1,96 @@
 #!/usr/bin/env bash
 # One device-machine call: build the verbs GPU targets, run the GPU tests (plus
-# compute-sanitizer on a subset) and the verbs benchmarks. Everything lands in at most six
-# files under $OUT: summary.txt, build.log, tests.log, sanitizer.log, bench.txt, bench.json.
+# compute-sanitizer on a subset) and the verbs benchmarks. Everything lands in at most seven
+# files under $OUT: summary.txt, build.log, tests.log, sanitizer.log, bench.txt, bench.json,
+# and ncu.txt when GV_NCU is set.
+#
+# GV_BENCH names the benchmarks (default: postpoll anchors pingpong host-pingpong), from
+#   postpoll anchors pingpong bw msgrate atomics host-pingpong engine1 (the gpu-qgpu rows
+#   with both sides on GPU 0)
+# each run once with --json into bench.json (command and exit status into bench.txt). Every step has its
+# own time limit, cut to what is left before GV_DEADLINE seconds into the script (default
+# 470), and a step with less than 10 s left is skipped: the script ends within about 8 minutes.
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 mkdir -p "$OUT"
 S="$OUT/summary.txt"
+DEADLINE=${GV_DEADLINE:-470}
 log() { echo "== $*" | tee -a "$S"; }
+# Seconds the next step may take: its own limit, or what is left before the deadline.
+budget() { local left=$((DEADLINE - SECONDS)); echo $(( left < $1 ? left : $1 )); }
+# limited LIMIT LOG CMD...: run CMD under min(LIMIT, time left), appending its output to LOG;
+# prints its exit status (124: out of time), or "skipped" when no time is left.
+limited() {
+  local t; t=$(budget "$1"); local logf=$2; shift 2
+  if (( t < 10 )); then echo "skipped (out of time)"; return; fi
+  timeout "$t" "$@" >> "$logf" 2>&1; echo "rc=$?"
+}
+
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$S"
-cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 &&
-  cmake --build build-dev -j16 --target test_gpu_ib gv_gpu_verbs gv_pingpong ${EXTRA_TARGETS:-} >> "$OUT/build.log" 2>&1 ||
+cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
-log "test_gpu_ib"
-build-dev/tests/gpu/test_gpu_ib > "$OUT/tests.log" 2>&1; echo "test_gpu_ib rc=$?" | tee -a "$S"
-grep -E "PASSED|FAILED|SKIPPED|Failure" "$OUT/tests.log" | head -20 | tee -a "$S"
-log "memcheck (all GPU verbs tests)"
-compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/tests/gpu/test_gpu_ib \
-  > "$OUT/sanitizer.log" 2>&1
-echo "memcheck rc=$?" | tee -a "$S"; tail -3 "$OUT/sanitizer.log" | tee -a "$S"
-log "racecheck (shared and warp posting)"
-compute-sanitizer --tool racecheck --error-exitcode 9 build-dev/tests/gpu/test_gpu_ib \
-  --gtest_filter='GpuPostShared.*:Modes/*Warp*' >> "$OUT/sanitizer.log" 2>&1
-echo "racecheck rc=$?" | tee -a "$S"; tail -3 "$OUT/sanitizer.log" | tee -a "$S"
+TARGETS="test_gpu_ib gv_gpu_verbs gv_pingpong"
+# grep reads all of the list (with -q it could stop early, and pipefail would see cmake's SIGPIPE).
+if cmake --build build-dev --target help 2>/dev/null | grep -w test_gpu_engine > /dev/null; then
+  TARGETS="test_gpu_ib test_gpu_engine gv_gpu_verbs gv_pingpong"
+fi
+# shellcheck disable=SC2086  # word splitting of the target lists is intended
+cmake --build build-dev -j16 --target $TARGETS ${EXTRA_TARGETS:-} >> "$OUT/build.log" 2>&1 ||
+  { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
+
+: > "$OUT/tests.log"
+for t in test_gpu_ib test_gpu_engine; do
+  [[ -x build-dev/tests/gpu/$t ]] || continue
+  log "$t"
+  echo "## $t" >> "$OUT/tests.log"
+  echo "$t $(limited 120 "$OUT/tests.log" "build-dev/tests/gpu/$t")" | tee -a "$S"
+done
+grep -E "PASSED|FAILED|SKIPPED|Failure" "$OUT/tests.log" | head -30 | tee -a "$S"
+# Not test_gpu_engine: compute-sanitizer serialises kernels, and every test there needs the
+# resident engine to run beside the test's kernels (it hangs until the step's time limit).
+log "memcheck (test_gpu_ib)"
+echo "memcheck $(limited 150 "$OUT/sanitizer.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
+  build-dev/tests/gpu/test_gpu_ib)" | tee -a "$S"
+tail -3 "$OUT/sanitizer.log" | tee -a "$S"
+if [[ -n "${GV_RACECHECK:-}" ]]; then
+  log "racecheck (shared and warp posting)"
+  echo "racecheck $(limited 90 "$OUT/sanitizer.log" compute-sanitizer --tool racecheck --error-exitcode 9 \
+    build-dev/tests/gpu/test_gpu_ib --gtest_filter='GpuPostShared.*:Modes/*Warp*')" | tee -a "$S"
+  tail -3 "$OUT/sanitizer.log" | tee -a "$S"
+fi
+
 B="$OUT/bench.txt"; J="$OUT/bench.json"
-run() { echo "\$ $*" >> "$B"; timeout 240 "$@" >> "$B" 2>&1; echo "rc=$?" >> "$B"; timeout 240 "$@" --json >> "$J" 2>>"$B"; }
+V=build-dev/bench/gv_gpu_verbs
+# run LIMIT CMD...: text into bench.txt, then --json into bench.json (its stderr into bench.txt).
+run() {
+  local limit=$1; shift
+  local t; t=$(budget "$limit")
+  if (( t < 10 )); then echo "\$ $* --json: skipped (out of time)" >> "$B"; return; fi
+  echo "\$ $* --json" >> "$B"
+  timeout "$t" "$@" --json >> "$J" 2>> "$B"  # notes on stderr stay out of the JSON
+  echo "rc=$?" >> "$B"
+}
 log "benchmarks: ${GV_BENCH:-postpoll anchors pingpong host-pingpong}"
 for b in ${GV_BENCH:-postpoll anchors pingpong host-pingpong}; do
   case $b in
-    postpoll) run build-dev/bench/gv_gpu_verbs postpoll -n 2000 ;;
-    anchors) run build-dev/bench/gv_gpu_verbs anchors -n 20000 ;;
-    pingpong) run build-dev/bench/gv_gpu_verbs pingpong -a -n 1000 ;;
-    host-pingpong) run build-dev/bench/gv_pingpong -a -n 1000 ;;
-    atomics) run build-dev/bench/gv_gpu_verbs atomics -n 2000 ;;
-    msgrate) run build-dev/bench/gv_gpu_verbs msgrate -n 20000 ;;
+    postpoll) run 60 $V postpoll -n 500 ;;
+    engine1) run 90 $V pingpong -a -n 1000 --mode gpu-qgpu --gpus 1
+             run 40 $V msgrate -n 20000 --mode gpu-qgpu --gpus 1
+             run 30 $V atomics -n 2000 --mode gpu-qgpu --gpus 1 ;;
+    anchors) run 60 $V anchors -n 20000 ;;
+    pingpong) run 150 $V pingpong -a -n 1000 ;;
+    bw) run 120 $V bw -a -n 5000 ;;
+    msgrate) run 120 $V msgrate -n 20000 ;;
+    atomics) run 60 $V atomics -n 2000 ;;
+    host-pingpong) run 60 build-dev/bench/gv_pingpong -a -n 1000 ;;
+    *) echo "unknown benchmark $b" | tee -a "$S" ;;
   esac
 done
-cat "$B"
+cat "$B" | tee -a "$S"
 if [[ -n "${GV_NCU:-}" ]]; then
   log "ncu: post_cost_kernel (one launch of each mode)"
-  ncu --clock-control none --kernel-name post_cost_kernel --launch-count 8 \
+  echo "ncu $(limited 120 "$OUT/ncu.txt" ncu --clock-control none --kernel-name post_cost_kernel --launch-count 8 \
       --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-      build-dev/bench/gv_gpu_verbs postpoll -n 100 > "$OUT/ncu.txt" 2>&1
-  echo "ncu rc=$?" | tee -a "$S"
+      $V postpoll -n 100 --no-engine)" | tee -a "$S"
   grep -E "Stall|Warp Cycles Per Issued|Issued Warp|L2 Hit|post_cost" "$OUT/ncu.txt" | head -60
 fi

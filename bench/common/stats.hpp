@@ -1,4 +1,4 @@
-// Latency statistics and perftest-style reporting shared by the benchmarks.
+// Latency and bandwidth statistics, and perftest-style reporting, shared by the benchmarks.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -36,30 +36,90 @@ inline LatencyStats summarize(std::vector<double> us) {
   return s;
 }
 
-inline void print_latency_header(std::FILE* f) {
-  std::fprintf(f, " %-10s %-12s %-10s %-10s %-12s %-10s %-10s %-10s %-10s\n", "#bytes", "#iterations",
-               "t_min[us]", "t_max[us]", "t_typical[us]", "t_avg[us]", "t_stdev[us]", "99%[us]",
-               "99.9%[us]");
+// Text rows: `lead` holds columns printed before perftest's (already padded, e.g. a mode and a
+// variant), the same width in the header and the rows.
+
+inline void print_latency_header(std::FILE* f, const std::string& lead = "") {
+  std::fprintf(f, "%s %-10s %-12s %-13s %-13s %-17s %-13s %-15s %-23s %s\n", lead.c_str(), "#bytes",
+               "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]",
+               "t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]");
 }
 
 inline void print_latency_row(std::FILE* f, std::uint64_t bytes, std::uint64_t iters,
-                              const LatencyStats& s) {
-  std::fprintf(f, " %-10llu %-12llu %-10.2f %-10.2f %-12.2f %-10.2f %-10.2f %-10.2f %-10.2f\n",
-               static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(iters), s.min,
-               s.max, s.typical, s.avg, s.stdev, s.p99, s.p999);
+                              const LatencyStats& s, const std::string& lead = "") {
+  std::fprintf(f, "%s %-10llu %-12llu %-13.2f %-13.2f %-17.2f %-13.2f %-15.2f %-23.2f %.2f\n",
+               lead.c_str(), static_cast<unsigned long long>(bytes),
+               static_cast<unsigned long long>(iters), s.min, s.max, s.typical, s.avg, s.stdev,
+               s.p99, s.p999);
 }
 
-/// One JSON object per row; `extra` holds further "key":value pairs (already formatted).
+/// One JSON object per row; `extra` holds further "key":value pairs (already formatted, each
+/// followed by a comma).
 inline std::string latency_json(const std::string& bench, const std::string& extra,
                                 std::uint64_t bytes, std::uint64_t iters, const LatencyStats& s) {
   char b[512];
   std::snprintf(b, sizeof(b),
-                "{\"bench\":\"%s\",%s\"bytes\":%llu,\"iterations\":%llu,\"t_min\":%.3f,\"t_max\":%.3f,"
-                "\"t_typical\":%.3f,\"t_avg\":%.3f,\"t_stdev\":%.3f,\"p99\":%.3f,\"p999\":%.3f}",
-                bench.c_str(), extra.c_str(), static_cast<unsigned long long>(bytes),
-                static_cast<unsigned long long>(iters), s.min, s.max, s.typical, s.avg, s.stdev,
-                s.p99, s.p999);
-  return b;
+                "\"bytes\":%llu,\"iters\":%llu,\"t_min\":%.3f,\"t_max\":%.3f,\"t_typical\":%.3f,"
+                "\"t_avg\":%.3f,\"t_stdev\":%.3f,\"p99\":%.3f,\"p999\":%.3f}",
+                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(iters),
+                s.min, s.max, s.typical, s.avg, s.stdev, s.p99, s.p999);
+  return "{\"bench\":\"" + bench + "\"," + extra + b;
+}
+
+/// perftest's bandwidth columns; GB/s are 10^9 bytes per second.
+struct BwStats {
+  double peak = 0, avg = 0, mpps = 0;
+};
+
+/// Messages sent in groups, each closed by one signaled work request: the group's first
+/// message was posted at post_ns, its completion seen at done_ns.
+struct MsgGroup {
+  std::uint64_t msgs = 0, post_ns = 0, done_ns = 0;
+};
+
+/// Average over the whole run. Peak as perftest defines it, the best rate over any run of
+/// consecutive messages from the first one's post to the last one's completion, taken over
+/// runs of at least `min_msgs` messages so that the clock's granularity cannot inflate it.
+inline BwStats bandwidth(const std::vector<MsgGroup>& g, std::uint64_t bytes, std::uint64_t min_msgs) {
+  BwStats s;
+  if (g.empty()) return s;
+  std::uint64_t total = 0;
+  for (const MsgGroup& x : g) total += x.msgs;
+  const auto rate = [&](std::uint64_t msgs, std::uint64_t ns) { return ns == 0 ? 0.0 : static_cast<double>(msgs) / static_cast<double>(ns); };
+  const double per_ns = rate(total, g.back().done_ns - g.front().post_ns);
+  s.avg = per_ns * static_cast<double>(bytes);
+  s.mpps = per_ns * 1e3;
+  double best = per_ns;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    std::uint64_t msgs = 0;
+    for (std::size_t j = i; j < g.size(); ++j) {
+      msgs += g[j].msgs;
+      if (msgs >= min_msgs) best = std::max(best, rate(msgs, g[j].done_ns - g[i].post_ns));
+    }
+  }
+  s.peak = best * static_cast<double>(bytes);
+  return s;
+}
+
+inline void print_bw_header(std::FILE* f, const std::string& lead = "") {
+  std::fprintf(f, "%s %-10s %-12s %-16s %-19s %s\n", lead.c_str(), "#bytes", "#iterations",
+               "BW peak[GB/s]", "BW average[GB/s]", "MsgRate[Mpps]");
+}
+
+inline void print_bw_row(std::FILE* f, std::uint64_t bytes, std::uint64_t iters, const BwStats& s,
+                         const std::string& lead = "") {
+  std::fprintf(f, "%s %-10llu %-12llu %-16.3f %-19.3f %.6f\n", lead.c_str(),
+               static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(iters),
+               s.peak, s.avg, s.mpps);
+}
+
+inline std::string bw_json(const std::string& bench, const std::string& extra, std::uint64_t bytes,
+                           std::uint64_t iters, const BwStats& s) {
+  char b[256];
+  std::snprintf(b, sizeof(b), "\"bytes\":%llu,\"iters\":%llu,\"bw_peak_gbs\":%.4f,\"bw_avg_gbs\":%.4f,\"mpps\":%.6f}",
+                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(iters), s.peak,
+                s.avg, s.mpps);
+  return "{\"bench\":\"" + bench + "\"," + extra + b;
 }
 
 /// Sizes 2^lo .. 2^hi bytes.
