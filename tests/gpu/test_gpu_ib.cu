@@ -14,6 +14,7 @@
 #include <gpuverbs/ib.hpp>
 
 #include "gpu_test.hpp"
+#include "verbs_kernels.cuh"
 
 namespace {
 
@@ -23,6 +24,11 @@ using gv::ib::SendWr;
 using gv::ib::Sge;
 using gv::ib::WrOpcode;
 namespace m5 = gv::ib::mlx5;
+using gvt::KernelResult;
+using gvt::pingpong_side;
+using gvt::poll_kernel;
+using gvt::post_and_poll;
+using gvt::recv_kernel;
 
 /// A failed CUDA call fails the test (read-backs that fed a comparison must not fail silently).
 void ck(cudaError_t e, const char* what) {
@@ -266,26 +272,6 @@ TEST(GpuPostShared, ManyBlocksOneQpNoLossNoDuplicateInOrder) {
 
 // ---- End to end through the soft provider -----------------------------------------------
 
-struct KernelResult {
-  Status post, poll;
-  gv::ib::Completion c;
-};
-
-__global__ void recv_kernel(const __grid_constant__ gv::ib::QpHandle qp, Sge sge, Status* st) {
-  *st = gv::ib::post_recv<Ownership::kExclusive>(qp, &sge, 1);
-}
-
-__global__ void poll_kernel(const __grid_constant__ gv::ib::CqHandle cq, KernelResult* out) {
-  out->poll = gv::ib::poll_cq<Ownership::kExclusive>(cq, out->c);
-}
-
-__global__ void post_and_poll(const __grid_constant__ gv::ib::QpHandle qp, const __grid_constant__ gv::ib::CqHandle cq,
-                              SendWr wr, Sge sge, KernelResult* out) {
-  wr.sg_list = &sge;
-  out->post = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
-  out->poll = out->post == Status::kOk ? gv::ib::poll_cq<Ownership::kExclusive>(cq, out->c) : Status::kEmpty;
-}
-
 class GpuSoftEndToEnd : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -430,39 +416,6 @@ TEST_F(GpuSoftEndToEnd, GpuMemoryIsRejectedByTheCpuEngineWithAReason) {
     EXPECT_NE(std::string(e.what()).find("cannot reach GPU memory"), std::string::npos) << e.what();
   }
   cudaFree(d);
-}
-
-/// One side of a ping-pong: wait for the peer's i-th message (last byte = i), then write ours.
-__global__ void pingpong_side(const __grid_constant__ gv::ib::QpHandle qp, const __grid_constant__ gv::ib::CqHandle cq,
-                              std::uint8_t* in, std::uint8_t* out, std::uint64_t peer_in, std::uint32_t lkey,
-                              std::uint32_t rkey, std::uint32_t bytes, int iters, bool starts, Status* status) {
-  Sge sge{reinterpret_cast<std::uint64_t>(out), bytes, lkey};
-  SendWr wr;
-  wr.opcode = WrOpcode::kRdmaWrite;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.remote_addr = peer_in;
-  wr.rkey = rkey;
-  Status st = Status::kOk;
-  for (int i = 1; i <= iters && st == Status::kOk; ++i) {
-    if (!starts || i > 1) {
-      const auto want = static_cast<std::uint8_t>(starts ? i - 1 : i);
-      st = gv::sync::bounded_wait(
-          [&] { return gv::sync::load_acquire(&in[bytes - 1], gv::sync::Scope::kSystem) == want; }, gv::Budget{},
-          qp.abort);
-      // The message is the peer's pattern for this round: every byte is (round + k) mod 256.
-      for (std::uint32_t k = 0; k + 1 < bytes && st == Status::kOk; ++k)
-        if (in[k] != static_cast<std::uint8_t>(want + k)) st = Status::kInvalidArgument;
-    }
-    if (st != Status::kOk) break;
-    for (std::uint32_t k = 0; k + 1 < bytes; ++k) out[k] = static_cast<std::uint8_t>(i + k);
-    out[bytes - 1] = static_cast<std::uint8_t>(i);
-    wr.flags = gv::ib::kWrSignaled;
-    st = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
-    gv::ib::Completion c;
-    if (st == Status::kOk) st = gv::ib::poll_cq<Ownership::kExclusive>(cq, c);
-  }
-  *status = st;
 }
 
 TEST(GpuSoftTwoGpus, PingPongWithEachSideOnItsOwnGpu) {
