@@ -467,7 +467,16 @@ __global__ void warp_poll_rounds(const __grid_constant__ gv::ib::QpHandle qp, co
 }
 
 TEST_F(GpuEngine, WarpPollTakesReadyCompletionsInOrderAndFreesTheQueue) {
-  // sq_bbs is 512 here (128 WQEs of up to 3 WQEBBs): two rounds of 400 need the retirement.
+  // A CQ deep enough for a round of 400 (the warp polls only after posting it), and a send
+  // queue of 512 WQEBBs (128 WQEs of up to 3): the second round needs the first's retirement.
+  auto deep = dev->create_cq(512), sink = dev->create_cq(4);
+  gv::QpCaps caps;
+  caps.max_inline = 128;
+  auto a = pd->create_qp(*deep, *deep, caps), b = pd->create_qp(*sink, *sink, caps);
+  a->connect(b->info());
+  b->connect(a->info());
+  qh[0] = a->device_handle();
+  ch[0] = deep->device_handle();
   ASSERT_EQ(qh[0].sq_bbs, 512u);
   auto* out = static_cast<int*>(dev->alloc(64));
   auto* st = reinterpret_cast<Status*>(out + 1);
