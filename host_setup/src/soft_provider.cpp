@@ -692,10 +692,10 @@ class SoftProvider final : public Provider {
   }
 
   void open_gpu_arena(const DeviceOptions& opt, std::size_t size, std::uint64_t heap_off) {
-#if GPUVERBS_HAVE_CUDA
     if (opt.engine_warps < 1 || opt.engine_warps > soft::kMaxEngineWarps)
       throw Error("Device::open(soft): engine_warps " + std::to_string(opt.engine_warps) +
                   " is invalid: must be 1.." + std::to_string(soft::kMaxEngineWarps));
+#if GPUVERBS_HAVE_CUDA
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {

@@ -1,4 +1,6 @@
 // Bad host arguments are rejected with an error that names the problem.
+#include <cstdio>
+
 #include "soft_fixture.hpp"
 
 namespace gvt {
@@ -116,6 +118,33 @@ TEST_F(HostArgs, ConnectTwice) {
   auto peer = pd->create_qp(*cq2, *cq2);
   qp->connect(peer->info());
   expect_error([&] { qp->connect(peer->info()); }, "connects once");
+}
+
+TEST_F(HostArgs, GpuEngineOptions) {
+  gv::DeviceOptions o;
+  o.engine = gv::DeviceOptions::Engine::kGpu;
+  o.engine_warps = 9;
+  expect_error([&] { gv::Device::open("soft", o); }, "engine_warps 9 is invalid: must be 1..8");
+  o.engine_warps = 0;
+  expect_error([&] { gv::Device::open("soft", o); }, "engine_warps 0 is invalid");
+  o.engine_warps = 4;
+  try {
+    gv::Device::open("soft", o);
+    GTEST_SKIP() << "a GPU engine opened here: the GPU tests (test_gpu_engine) cover it";
+  } catch (const gv::Error& e) {
+    // Without a GPU, or without nvcc at build time: either way the message says what is missing.
+    EXPECT_NE(std::string(e.what()).find("the GPU engine needs"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(HostArgs, CpuEngineQpDoesNotConnectToAGpuEngineQp) {
+  auto cq = dev->create_cq(16);
+  auto qp = pd->create_qp(*cq, *cq);
+  gv::QpInfo remote;
+  remote.qpn = 0x40;
+  remote.pid = 1;
+  std::snprintf(remote.arena, sizeof(remote.arena), "gpu:1:0:0x7f0000000000");
+  expect_error([&] { qp->connect(remote); }, "connect QPs of devices opened with the same DeviceOptions::engine");
 }
 
 TEST_F(HostArgs, DescribeNamesTheFailure) {
