@@ -89,16 +89,15 @@ struct ArenaHeader {
   std::uint32_t version;
   std::int32_t pid;
   std::uint64_t size;
-  std::uint32_t max_mrs, max_qps, max_cqs;
   std::uint32_t abort;        ///< raised by Device::abort(); every handle's abort points here
-  std::uint64_t mr_table_off, qp_table_off, cq_table_off, heap_off;
   std::uint64_t events_head;  ///< async events produced (fetch_add); ring of kAsyncEventSlots
   AsyncEvent events[kAsyncEventSlots];
   // ---- GPU engine only (the CPU engine's loop lives in the host library) ----
   std::uint32_t qp_high;      ///< slots below this may hold QPs (host-written)
   std::uint32_t engine_stop;  ///< host raises it to end the engine kernel
   /// Sweeps completed by each engine warp, published every few sweeps and at start: the
-  /// heartbeat, and the quiescence point for destroy (two advances = no stale QP access).
+  /// heartbeat, and the quiescence point for destroy (an advance seen after a QP left the
+  /// table means no warp still uses it).
   std::uint64_t epoch[kMaxEngineWarps];
 };
 
@@ -106,7 +105,7 @@ inline constexpr std::uint32_t kMaxMrs = 4096;
 inline constexpr std::uint32_t kMaxQps = 1024;
 inline constexpr std::uint32_t kMaxCqs = 1024;
 
-/// Where the tables lie in every arena (the header records it too). Fixed at compile time, so
+/// Where the tables lie in every arena of this version. Fixed at compile time, so
 /// an engine finds any arena's tables without reading that arena's header (a round trip over
 /// NVLink for a peer GPU's arena).
 constexpr std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) & ~(a - 1); }

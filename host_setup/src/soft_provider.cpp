@@ -254,10 +254,9 @@ class SoftProvider final : public Provider {
     if (size < (std::size_t{8} << 20))
       throw Error("Device::open(soft): arena_bytes " + std::to_string(size) +
                   " is too small: use at least 8 MiB");
-    using L = soft::ArenaLayout;
-    const std::uint64_t heap_off = L::kHeap;
+    const std::uint64_t heap_off = soft::ArenaLayout::kHeap;
     if (opt.engine == DeviceOptions::Engine::kGpu) {
-      open_gpu_arena(opt, size, heap_off);
+      open_gpu_arena(opt, size);
     } else {
       open_host_arena(opt, size);
     }
@@ -266,13 +265,6 @@ class SoftProvider final : public Provider {
     h->version = soft::kArenaVersion;
     h->pid = getpid();
     h->size = size;
-    h->max_mrs = kMaxMrs;
-    h->max_qps = kMaxQps;
-    h->max_cqs = kMaxCqs;
-    h->mr_table_off = L::kMrs;
-    h->qp_table_off = L::kQps;
-    h->cq_table_off = L::kCqs;
-    h->heap_off = heap_off;
     heap_.init(heap_off, size);
     mr_tags_.assign(kMaxMrs, 0);
     push(tab_.base, heap_off);
@@ -690,7 +682,7 @@ class SoftProvider final : public Provider {
 #endif
   }
 
-  void open_gpu_arena(const DeviceOptions& opt, std::size_t size, std::uint64_t heap_off) {
+  void open_gpu_arena(const DeviceOptions& opt, std::size_t size) {
     if (opt.engine_warps < 1 || opt.engine_warps > soft::kMaxEngineWarps)
       throw Error("Device::open(soft): engine_warps " + std::to_string(opt.engine_warps) +
                   " is invalid: must be 1.." + std::to_string(soft::kMaxEngineWarps));
@@ -718,7 +710,7 @@ class SoftProvider final : public Provider {
     warps_ = opt.engine_warps;
     arena_ = Arena{static_cast<std::byte*>(p)};
     size_ = size;
-    shadow_.assign(heap_off, std::byte{0});
+    shadow_.assign(soft::ArenaLayout::kHeap, std::byte{0});  // header and tables
     tab_ = Arena{shadow_.data()};
     try {
       cuda_check(cudaStreamCreateWithFlags(&ctl_, cudaStreamNonBlocking), "Device::open(soft): control stream");
@@ -742,7 +734,7 @@ class SoftProvider final : public Provider {
     std::lock_guard lk(g_gpu_arenas_mu);
     g_gpu_arenas[path_] = GpuArenaRef{arena_.base, gpu_};
 #else
-    (void)opt, (void)size, (void)heap_off;
+    (void)opt, (void)size;
     throw Error("Device::open(soft): the GPU engine needs gpuverbs built with CUDA (nvcc was not found)");
 #endif
   }
@@ -810,8 +802,11 @@ class SoftProvider final : public Provider {
     *stop = 1;
     engine_running_ = false;
     DeviceGuard g(gpu_, false);
-    const cudaError_t e = cudaMemcpyAsync(engine_ptr(*stop), stop, sizeof(*stop), cudaMemcpyHostToDevice, ctl_);
-    if (e != cudaSuccess) return e;
+    try {
+      push(stop, sizeof(*stop));
+    } catch (const Error&) {
+      return cudaErrorUnknown;  // the engine never learns to stop: do not wait for it
+    }
     return cudaStreamSynchronize(engine_stream_);
   }
 
@@ -838,7 +833,11 @@ class SoftProvider final : public Provider {
               (e == cudaSuccess ? "no error" : cudaGetErrorString(e)) +
               "); the device's queues are dead: close it";
       } else {
-        const std::uint64_t now = pull_nothrow(tab_.hdr()->epoch[0], last);
+        std::uint64_t now = last;
+        try {
+          now = pull(tab_.hdr()->epoch[0]);
+        } catch (const Error&) {
+        }
         if (now != last) {
           last = now;
           last_change = clock::now();
@@ -855,24 +854,14 @@ class SoftProvider final : public Provider {
           std::lock_guard elk(events_mu_);
           engine_events_.push_back(AsyncEvent{AsyncEvent::Type::kEngineFailed, 0, why});
         }
-        std::uint32_t* a = &tab_.hdr()->abort;
-        sync::store_release(a, std::uint32_t{1});
-        (void)cudaMemcpyAsync(engine_ptr(*a), a, sizeof(*a), cudaMemcpyHostToDevice, ctl_);
-        (void)cudaStreamSynchronize(ctl_);
+        try {
+          abort();
+        } catch (const Error&) {
+        }
       }
     }
   }
 
-  template <class T>
-  T pull_nothrow(const T& field, T fallback) const {
-    T v;
-    if (cudaMemcpyAsync(&v, engine_ptr(const_cast<T&>(field)), sizeof(T), cudaMemcpyDeviceToHost, ctl_) != cudaSuccess ||
-        cudaStreamSynchronize(ctl_) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return fallback;
-    }
-    return v;
-  }
 #endif
 
   /// Publish [p, p + n) of the host's table view to the engine's (GPU engine only).
@@ -1011,7 +1000,7 @@ class SoftProvider final : public Provider {
 
   std::uint64_t arena_offset(const void* p) const {
     const auto* b = static_cast<const std::byte*>(p);
-    return (b >= arena_.base + tab_.hdr()->heap_off && b < arena_.base + size_)
+    return (b >= arena_.base + soft::ArenaLayout::kHeap && b < arena_.base + size_)
                ? static_cast<std::uint64_t>(b - arena_.base)
                : 0;
   }
