@@ -1129,17 +1129,23 @@ __global__ void poll_cost_kernel(const __grid_constant__ gv::ib::CqHandle cq, in
   *status = st;
 }
 
+/// A warp takes n CQEs that were all ready beforehand with poll_cq_warp (an empty poll is an error).
+__device__ Status take_ready_warp(const gv::ib::CqHandle& cq, int n) {
+  gv::ib::Completion c;
+  Status st = Status::kOk;
+  for (int got = 0; got < n && st == Status::kOk;) {
+    const int k = gv::ib::poll_cq_warp(cq, c, &st);
+    if (k == 0 && st == Status::kEmpty) st = Status::kTimeout;
+    got += k;
+  }
+  return st;
+}
+
 /// The same with a warp taking up to 32 ready CQEs per poll_cq_warp call (launched with 32 lanes).
 __global__ void poll_warp_cost_kernel(const __grid_constant__ gv::ib::CqHandle cq, int n, std::uint64_t* ns,
                                       Status* status) {
-  gv::ib::Completion c;
-  Status st = Status::kOk;
   const std::uint64_t t0 = gv::sync::now_ns();
-  for (int got = 0; got < n && st == Status::kOk;) {
-    const int k = gv::ib::poll_cq_warp(cq, c, &st);
-    if (k == 0 && st == Status::kEmpty) st = Status::kTimeout;  // every CQE was ready before t0
-    got += k;
-  }
+  const Status st = take_ready_warp(cq, n);
   const std::uint64_t t1 = gv::sync::now_ns();
   if (threadIdx.x == 0) {
     *ns = t1 - t0;
@@ -1219,15 +1225,11 @@ __global__ void engine_poll_cost_kernel(const __grid_constant__ Endpoint ep, int
                                   gv::Budget{}, cq.abort);
   }
   if (warp) st = static_cast<Status>(__shfl_sync(0xffffffffu, static_cast<std::uint32_t>(st), 0));
-  gv::ib::Completion c;
   const std::uint64_t t0 = gv::sync::now_ns();
   if (warp) {
-    for (int got = 0; got < n && st == Status::kOk;) {
-      const int k = gv::ib::poll_cq_warp(cq, c, &st);
-      if (k == 0 && st == Status::kEmpty) st = Status::kTimeout;  // all n were ready before t0
-      got += k;
-    }
+    if (st == Status::kOk) st = take_ready_warp(cq, n);
   } else {
+    gv::ib::Completion c;
     for (int i = 0; i < n && st == Status::kOk; ++i) st = gv::ib::try_poll_cq<Ownership::kExclusive>(cq, c);
   }
   if (threadIdx.x == 0) {
