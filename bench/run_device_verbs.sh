@@ -6,7 +6,7 @@
 #
 # GV_BENCH names the benchmarks (default: postpoll anchors pingpong host-pingpong), from
 #   postpoll anchors pingpong bw msgrate atomics host-pingpong engine1 (the gpu-qgpu rows
-#   with both sides on GPU 0)
+#   with both sides on GPU 0) msgrate-warps (gpu-qgpu msgrate with 16 engine warps)
 # each run once with --json into bench.json (command and exit status into bench.txt). Every step has its
 # own time limit, cut to what is left before GV_DEADLINE seconds into the script (default
 # 470), and a step with less than 10 s left is skipped: the script ends within about 8 minutes.
@@ -81,6 +81,7 @@ for b in ${GV_BENCH:-postpoll anchors pingpong host-pingpong}; do
     pingpong) run 150 $V pingpong -a -n 1000 ;;
     bw) run 120 $V bw -a -n 5000 ;;
     msgrate) run 120 $V msgrate -n 20000 ;;
+    msgrate-warps) run 60 $V msgrate -n 20000 --mode gpu-qgpu --engine-warps 16 ;;
     atomics) run 60 $V atomics -n 2000 ;;
     host-pingpong) run 60 build-dev/bench/gv_pingpong -a -n 1000 ;;
     *) echo "unknown benchmark $b" | tee -a "$S" ;;

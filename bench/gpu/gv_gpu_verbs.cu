@@ -92,10 +92,11 @@ constexpr std::uint32_t kSignalEvery = 16;  ///< one signaled WR (one CQE) per t
 constexpr std::uint32_t kRecvAhead = 64;    ///< receives kept posted for WRITE_WITH_IMM
 constexpr std::uint32_t kRecvBatch = 32;    ///< ... topped up after this many are consumed
 constexpr std::uint32_t kMaxInline = 64;    ///< messages up to this size go inline
-constexpr std::uint32_t kEngineWarps = 4;   ///< gpu-qgpu: the GPU engine's warps
 constexpr std::uint8_t kPoison = 0xff;      ///< incoming regions before a run (never a tag)
 constexpr auto kNotReported = static_cast<Status>(0xffffffffu);
 constexpr std::uint32_t kAllAccess = gv::kLocalWrite | gv::kRemoteWrite | gv::kRemoteRead | gv::kRemoteAtomic;
+
+std::uint32_t g_engine_warps = 4;           ///< gpu-qgpu: the GPU engine's warps (--engine-warps)
 
 enum class Mode { kGpuQGpu, kGpuQHost, kHost, kHostAssisted };
 constexpr Mode kAllModes[] = {Mode::kGpuQGpu, Mode::kGpuQHost, Mode::kHost, Mode::kHostAssisted};
@@ -659,7 +660,7 @@ class Testbed {
       if (mode_ == Mode::kGpuQGpu) {
         o.engine = gv::DeviceOptions::Engine::kGpu;
         o.gpu = d;
-        o.engine_warps = kEngineWarps;
+        o.engine_warps = g_engine_warps;
       }
       o.map_to_gpus = mode_ == Mode::kGpuQHost;
       dev_.push_back(gv::Device::open("soft", o));
@@ -867,7 +868,8 @@ std::string lead(const char* mode, const char* variant) {
 /// The JSON rows' leading keys.
 std::string json_keys(Mode m, const char* variant, int gpus) {
   char b[128];
-  std::snprintf(b, sizeof(b), "\"mode\":\"%s\",\"variant\":\"%s\",\"gpus\":%d,", name(m), variant, gpus);
+  std::snprintf(b, sizeof(b), "\"mode\":\"%s\",\"variant\":\"%s\",\"gpus\":%d,\"engine_warps\":%u,", name(m),
+                variant, gpus, m == Mode::kGpuQGpu ? g_engine_warps : 0u);
   return b;
 }
 
@@ -1571,13 +1573,14 @@ void bench_anchors(int iters) {
 
 constexpr char kUsage[] =
     "usage: gv_gpu_verbs pingpong|bw|msgrate|atomics|postpoll|anchors [--mode LIST] [-a | -s BYTES]\n"
-    "                    [-n ITERS] [--gpus 1|2] [--json]\n"
+    "                    [-n ITERS] [--gpus 1|2] [--engine-warps N] [--json]\n"
     "  --mode LIST  comma list of gpu-qgpu, gpu-qhost, host, host-assisted (default: all four)\n"
     "  -a           sizes 8 B .. 4 MiB (pingpong, bw; pingpong runs at most 100 iterations above 64 KiB)\n"
     "  -s BYTES     one size, 1 B .. 64 MiB (default: 8 B; bw 64 KiB)\n"
     "  -n ITERS     iterations a size (pingpong, atomics), messages a size (bw, at most 512 MiB)\n"
     "               or a QP (msgrate), launches x 100 (postpoll), round trips (anchors); default 1000\n"
     "  --gpus 1|2   GPUs to run on (default: 2 when two GPUs reach each other's memory)\n"
+    "  --engine-warps N  gpu-qgpu: the GPU engine's warps, 1..32 (default 4)\n"
     "  --json       one JSON object per row\n"
     "  --no-engine  postpoll: synthetic rings only, no resident GPU engine (ncu serialises kernels)\n";
 
@@ -1605,6 +1608,10 @@ Options parse(int argc, char** argv) {
     } else if (a == "--gpus") {
       o.gpus = std::stoi(value());
       if (o.gpus != 1 && o.gpus != 2) throw std::invalid_argument("--gpus takes 1 or 2");
+    } else if (a == "--engine-warps") {
+      const int w = std::stoi(value());
+      if (w < 1 || w > 32) throw std::invalid_argument("--engine-warps takes 1 .. 32");
+      g_engine_warps = static_cast<std::uint32_t>(w);
     } else if (a == "--no-engine" && o.cmd == "postpoll") {
       o.engine = false;
     } else if (a == "--mode") {
@@ -1673,7 +1680,7 @@ int main(int argc, char** argv) {
     cudaDeviceProp p{};
     CK(cudaGetDeviceProperties(&p, 0));
     if (!g_json) {
-      std::printf("# device: %s x%d, %d used; modes:", p.name, n, o.gpus);
+      std::printf("# device: %s x%d, %d used; GPU engine warps %u; modes:", p.name, n, o.gpus, g_engine_warps);
       for (const Mode m : o.modes) std::printf(" %s", name(m));
       std::printf("\n");
     }

@@ -14,11 +14,11 @@
 namespace gv::soft {
 
 inline constexpr std::uint64_t kArenaMagic = 0x6770757665726273ull;  // "gpuverbs"
-inline constexpr std::uint32_t kArenaVersion = 2;
+inline constexpr std::uint32_t kArenaVersion = 3;
 inline constexpr std::uint32_t kQpnBase = 0x40;     ///< qpn = kQpnBase + slot
 inline constexpr std::uint32_t kMaxPathLen = 64;
 inline constexpr std::uint32_t kAsyncEventSlots = 64;
-inline constexpr std::uint32_t kMaxEngineWarps = 8;  ///< GPU engine: warps, each serving qpn % warps
+inline constexpr std::uint32_t kMaxEngineWarps = 32;  ///< GPU engine: warps, each serving slot % warps
 
 using gv::QpState;
 

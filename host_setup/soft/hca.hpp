@@ -17,7 +17,11 @@
 //   int32_t  env.self_pid()              process whose private (non-arena) memory we reach
 //   Scope    env.scope(const Arena&)     scope whose observers must see this engine's stores to
 //              that arena: its own GPU for a GPU engine's own arena, the system otherwise
+//   void     env.settle()                 make every byte copy() stored visible to its observers
+//              before anything the engine stores next (called before each CQE); copy() may
+//              leave a message unsettled when it fits in one store
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -82,31 +86,70 @@ GV_HD GV_INLINE constexpr std::uint64_t rnr_timer_ns(std::uint32_t code) {
 
 enum class MemCheck : std::uint8_t { kOk, kNoKey, kPd, kBounds, kAccess, kUnreachable };
 
-/// Resolve [addr, addr+len) under `key` of arena `a` to a pointer of this engine, checking
-/// the key, protection domain, bounds and access rights. len == 0 needs no key (IB).
-GV_HD GV_INLINE MemCheck resolve(const Arena& a, std::int32_t self_pid, std::uint32_t key,
-                                 std::uint64_t addr, std::uint64_t len, std::uint32_t pdn,
-                                 std::uint32_t need, std::byte*& out) {
+/// A table entry another agent may rewrite (an MR entry, a peer's QP context), as one round
+/// of loads. GPU: every 8-byte word with ld.cg (from L2, or from the peer over NVLink; never a
+/// stale L1 line), all in flight together, so an entry of a peer GPU costs one round trip.
+/// Host: an acquire load of the first word (key or qpn, which its writer stores last), then
+/// the rest, a 4-byte word at a time. Bytes: a multiple of 8 (a prefix of T).
+template <class T, std::size_t Bytes = sizeof(T)>
+GV_HD GV_INLINE void load_entry(T& out, const T* p) {
+  static_assert(Bytes % 8 == 0 && Bytes <= sizeof(T) && alignof(T) >= 8);
+  // Words are moved with memcpy: T's fields are read as T afterwards (no type punning).
+  auto* d = reinterpret_cast<std::byte*>(&out);
+#if GV_DEVICE_PASS
+  const auto* s = reinterpret_cast<const unsigned long long*>(p);
+  unsigned long long v[Bytes / 8];
+#pragma unroll
+  for (std::size_t i = 0; i < Bytes / 8; ++i) v[i] = __ldcg(s + i);
+  std::memcpy(d, v, Bytes);
+#else
+  // Word by word: some fields (a QP's state) are written atomically while we read.
+  const auto* s = reinterpret_cast<const std::uint32_t*>(p);
+  for (std::size_t i = 0; i < Bytes / 4; ++i) {
+    const std::uint32_t v = i == 0 ? sync::load_acquire(s) : sync::load_relaxed(s + i);
+    std::memcpy(d + 4 * i, &v, 4);
+  }
+#endif
+}
+
+/// The MR entry a key names in arena `a` (one round of loads), or an empty entry for a key
+/// outside the table. len == 0 needs no key (IB), so no load is made for it.
+GV_HD GV_INLINE MrEntry load_mr(const Arena& a, std::uint32_t key, std::uint64_t len) {
+  MrEntry e{};
+  if (len != 0 && mr_slot(key) < kMaxMrs) load_entry(e, a.mrs() + mr_slot(key));
+  return e;
+}
+
+/// Check [addr, addr+len) under `key` against the MR entry `mr` of arena `a` (from load_mr):
+/// key, protection domain, bounds and access rights; on success `out` is the range's address
+/// in this engine. `owner_pid` is the process owning `a`: memory outside an arena is
+/// reachable only in our own process.
+GV_HD GV_INLINE MemCheck check_mr(const Arena& a, const MrEntry& mr, std::int32_t owner_pid,
+                                  std::int32_t self_pid, std::uint32_t key, std::uint64_t addr,
+                                  std::uint64_t len, std::uint32_t pdn, std::uint32_t need,
+                                  std::byte*& out) {
   out = nullptr;
   if (len == 0) return MemCheck::kOk;
-  const std::uint32_t slot = mr_slot(key);
-  if (slot >= kMaxMrs) return MemCheck::kNoKey;
-  const MrEntry* entry = a.mrs() + slot;
-  if (sync::load_acquire(&entry->key) != key || key == 0) return MemCheck::kNoKey;
-  const MrEntry e = *entry;  // one round of independent loads, not one per check
-  const MrEntry* mr = &e;
-  if (mr->pdn != pdn) return MemCheck::kPd;
-  if (addr < mr->addr || len > mr->length || addr - mr->addr > mr->length - len)
+  if (mr.key != key || key == 0) return MemCheck::kNoKey;
+  if (mr.pdn != pdn) return MemCheck::kPd;
+  if (addr < mr.addr || len > mr.length || addr - mr.addr > mr.length - len)
     return MemCheck::kBounds;
-  if ((mr->access & need) != need) return MemCheck::kAccess;
-  if (mr->in_arena) {
-    out = a.base + mr->arena_off + (addr - mr->addr);
-  } else if (a.hdr()->pid == self_pid) {
+  if ((mr.access & need) != need) return MemCheck::kAccess;
+  if (mr.in_arena) {
+    out = a.base + mr.arena_off + (addr - mr.addr);
+  } else if (owner_pid == self_pid) {
     out = reinterpret_cast<std::byte*>(addr);
   } else {
     return MemCheck::kUnreachable;  // private memory of another process
   }
   return MemCheck::kOk;
+}
+
+/// load_mr and check_mr in one step.
+GV_HD GV_INLINE MemCheck resolve(const Arena& a, std::int32_t owner_pid, std::int32_t self_pid,
+                                 std::uint32_t key, std::uint64_t addr, std::uint64_t len,
+                                 std::uint32_t pdn, std::uint32_t need, std::byte*& out) {
+  return check_mr(a, load_mr(a, key, len), owner_pid, self_pid, key, addr, len, pdn, need, out);
 }
 
 // ---- Completions ---------------------------------------------------------------------------
@@ -168,6 +211,9 @@ GV_HD GV_INLINE m5::Cqe make_err_cqe(bool requester, std::uint32_t qpn, std::uin
 // ---- WQE parsing ---------------------------------------------------------------------------
 
 inline constexpr std::uint32_t kMaxSge = 60;  ///< data segments one WQE can hold (ds <= 63)
+/// Local SGEs whose resolved addresses a ParsedWqe keeps: execute() checks every SGE, and the
+/// data move reuses these instead of loading the MR entries again.
+inline constexpr std::uint32_t kKeptSges = 4;
 
 struct ParsedWqe {
   std::uint8_t opcode = 0;
@@ -183,6 +229,8 @@ struct ParsedWqe {
   std::uint32_t inline_len = 0;
   std::uint32_t num_sge = 0;
   std::uint64_t length = 0;             ///< message length (sum of SGEs or inline length)
+  ib::Octoword head[4];                 ///< the first WQEBB, loaded in one round
+  std::byte* local[kKeptSges] = {};     ///< addresses of the first local SGEs (execute())
 };
 
 /// Octoword k of the WQE at WQEBB counter `start`.
@@ -191,17 +239,26 @@ GV_HD GV_INLINE ib::Octoword sq_oct(const std::byte* sq, std::uint32_t sq_bbs, s
   return ib::load_octoword(sq + ib::sq_octoword_offset(start, k, sq_bbs));
 }
 
+/// Octoword k of the parsed WQE at `start`: from its first WQEBB, already loaded, or the ring.
+GV_HD GV_INLINE ib::Octoword wqe_oct(const ParsedWqe& w, const std::byte* sq, std::uint32_t sq_bbs,
+                                     std::uint64_t start, std::uint32_t k) {
+  return k < 4 ? w.head[k] : sq_oct(sq, sq_bbs, start, k);
+}
+
 GV_HD GV_INLINE m5::DataSeg as_data_seg(const ib::Octoword& o) {
   m5::DataSeg d;
   std::memcpy(&d, &o, sizeof(d));
   return d;
 }
 
-/// Parse and check the WQE at `start`; `avail` WQEBBs from `start` are published.
+/// Parse and check the WQE at `start`; `avail` WQEBBs from `start` are published (avail >= 1).
 /// Returns 0 or the syndrome of a malformed WQE (LOCAL_QP_OP_ERR / LOCAL_LENGTH_ERR).
 GV_HD GV_INLINE std::uint8_t parse_wqe(const QpCtx& q, const std::byte* sq, std::uint64_t start,
                                        std::uint64_t avail, ParsedWqe& w) {
-  const ib::Octoword c = sq_oct(sq, q.sq_bbs, start, 0);
+  // The whole first WQEBB in one round of loads: control, remote address, atomic and the
+  // first data or inline segment of every opcode lie in it.
+  for (std::uint32_t k = 0; k < 4; ++k) w.head[k] = sq_oct(sq, q.sq_bbs, start, k);
+  const ib::Octoword& c = w.head[0];
   const std::uint32_t opmod_idx_opcode = byteswap(c.w[0]);
   const std::uint32_t qpn_ds = byteswap(c.w[1]);
   w.opcode = static_cast<std::uint8_t>(opmod_idx_opcode);
@@ -222,24 +279,21 @@ GV_HD GV_INLINE std::uint8_t parse_wqe(const QpCtx& q, const std::byte* sq, std:
   }
   if (w.ds < head) return m5::kSyndLocalQpOpErr;
   if (head >= 2) {
-    const ib::Octoword r = sq_oct(sq, q.sq_bbs, start, 1);
     m5::RaddrSeg rs;
-    std::memcpy(&rs, &r, sizeof(rs));
+    std::memcpy(&rs, &w.head[1], sizeof(rs));
     w.raddr = rs.raddr.get();
     w.rkey = rs.rkey.get();
   }
   if (head == 3) {
-    const ib::Octoword at = sq_oct(sq, q.sq_bbs, start, 2);
     m5::AtomicSeg as;
-    std::memcpy(&as, &at, sizeof(as));
+    std::memcpy(&as, &w.head[2], sizeof(as));
     w.swap_add = as.swap_add.get();
     w.compare = as.compare.get();
   }
   w.first_payload_oct = head;
   const std::uint32_t rest = w.ds - head;
   if (rest == 0) return 0;
-  const ib::Octoword first = sq_oct(sq, q.sq_bbs, start, head);
-  const std::uint32_t bc = byteswap(first.w[0]);
+  const std::uint32_t bc = byteswap(w.head[head].w[0]);
   if (bc & m5::kInlineSeg) {
     if (w.opcode == m5::kOpRdmaRead || head == 3) return m5::kSyndLocalQpOpErr;
     w.inl = true;
@@ -251,7 +305,7 @@ GV_HD GV_INLINE std::uint8_t parse_wqe(const QpCtx& q, const std::byte* sq, std:
   w.num_sge = rest;
   if (w.num_sge > kMaxSge) return m5::kSyndLocalQpOpErr;
   for (std::uint32_t i = 0; i < w.num_sge; ++i)
-    w.length += as_data_seg(sq_oct(sq, q.sq_bbs, start, head + i)).byte_count.get();
+    w.length += as_data_seg(wqe_oct(w, sq, q.sq_bbs, start, head + i)).byte_count.get();
   if (head == 3 && (w.num_sge != 1 || w.length != 8)) return m5::kSyndLocalLengthErr;
   if (w.length > 0x80000000ull) return m5::kSyndLocalLengthErr;
   return 0;
@@ -262,6 +316,10 @@ GV_HD GV_INLINE std::uint8_t parse_wqe(const QpCtx& q, const std::byte* sq, std:
 /// Outcome of trying to execute one WQE.
 enum class Exec : std::uint8_t { kDone, kFailed, kRnrWait };
 
+/// The part of a QpCtx its owner writes before the QP connects (qpn .. peer_pid): what a
+/// requester reads of its peer's QP, in one round of loads.
+inline constexpr std::size_t kQpConnBytes = offsetof(QpCtx, peer_base);
+
 template <class Env>
 class Hca {
  public:
@@ -271,32 +329,40 @@ class Hca {
   /// Serve one QP of this engine's arena: execute rung WQEs, or flush everything after an
   /// error. Returns true if anything happened (for the engine's idle back-off).
   GV_HD static bool step(Env& env, QpCtx& q) {
-    // An idle QP costs two polled loads; only a QP with work pays for the acquire fence.
+    const Arena& a = env.own();
+    // One round of polled loads (state, doorbell, doorbell record) for an idle QP; only a QP
+    // with work pays for the acquire fence.
+    const auto* dbrec = a.at<m5::QpDbrec>(q.dbrec_off);
     const auto st = static_cast<QpState>(sync::load_polled(&q.state));
+    const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(q.doorbell_off));
+    const std::uint32_t snd = sync::load_polled(&dbrec->snd.raw);
     if (st == QpState::kError) {
       sync::acquire_fence();
       return flush(env, q);
     }
     if (st != QpState::kRts) return false;
-    const Arena& a = env.own();
-    const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(q.doorbell_off));
     const bool rung = db != q.last_doorbell;
     if (!rung && q.sq_head >= q.sq_rung) return false;
-    // The doorbell record may be newer than the doorbell (another poster's batch): it is read
-    // before the fence too, so the fence orders the WQEs it covers.
-    const auto* dbrec = a.at<m5::QpDbrec>(q.dbrec_off);
-    const std::uint32_t snd = rung ? sync::load_polled(&dbrec->snd.raw) : 0;
     sync::acquire_fence();
     if (rung) {
       q.last_doorbell = db;
       // The doorbell carries the first 8 bytes of the last WQE's control segment.
-      const std::uint32_t db_qpn = byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8;
-      if (db_qpn != q.qpn) {
+      const std::uint32_t db_qpn_ds = byteswap(static_cast<std::uint32_t>(db >> 32));
+      if ((db_qpn_ds >> 8) != q.qpn) {
         raise_async(a, AsyncEventType::kQpFatal, q.qpn, db);
         set_qp_error(q);
         return true;
       }
-      q.sq_rung = ib::widen(q.sq_head, byteswap(snd) & 0xffff, 16);
+      // The record counts the WQEBBs to execute; it may be newer than the doorbell (another
+      // poster's batch). Loaded beside the doorbell, it may also be older: a record short of
+      // the WQE the doorbell names is loaded again, after the fence, which makes it at least
+      // as new as the doorbell.
+      std::uint64_t to = ib::widen(q.sq_head, byteswap(snd) & 0xffff, 16);
+      const std::uint32_t db_idx = (byteswap(static_cast<std::uint32_t>(db)) >> 8) & 0xffff;
+      const std::uint32_t db_ds = db_qpn_ds & 0x3f;
+      if (to < ib::widen(q.sq_head, db_idx, 16) + ib::wqe_bbs(db_ds == 0 ? 1 : db_ds))
+        to = ib::widen(q.sq_head, byteswap(sync::load_acquire(&dbrec->snd.raw)) & 0xffff, 16);
+      q.sq_rung = to;
     }
     bool progressed = false;
     for (int n = 0; n < kBurst && q.sq_head < q.sq_rung; ++n) {
@@ -316,29 +382,15 @@ class Hca {
   }
 
  private:
-  struct Peer {
-    const Arena* arena = nullptr;
-    QpCtx* qp = nullptr;
-  };
-
-  GV_HD static bool find_peer(Env& env, const QpCtx& q, Peer& p) {
-    p.arena = env.peer(q);
-    if (p.arena == nullptr) return false;
-    p.qp = p.arena->qp(q.peer_qpn);  // acquire: its fields below were written before
-    if (p.qp == nullptr) return false;
-    const std::uint32_t peer_of_peer = p.qp->peer_qpn;
-    // Polled, not fenced on the GPU: the acquire of the qpn above already read past stale lines.
-    const auto s = static_cast<QpState>(sync::load_polled(&p.qp->state));
-    return peer_of_peer == q.qpn && (s == QpState::kRtr || s == QpState::kRts);
-  }
-
   GV_HD static std::uint8_t local_syndrome(MemCheck c) {
     return c == MemCheck::kOk ? 0 : m5::kSyndLocalProtErr;
   }
 
-  /// Complete the WQE at sq_head: success CQE if signaled, error CQE always.
+  /// Complete the WQE at sq_head: success CQE if signaled, error CQE always. The WQE's data
+  /// is settled (visible to its observers) before its CQE.
   GV_HD static Exec finish(Env& env, QpCtx& q, const ParsedWqe& w, std::uint8_t syndrome) {
     const Arena& a = env.own();
+    env.settle();
     const auto idx = static_cast<std::uint16_t>(q.sq_head);
     if (syndrome != 0) {
       push_cqe(a, q.send_cq, make_err_cqe(true, q.qpn, w.opcode, idx, syndrome), env.scope(a));
@@ -354,16 +406,18 @@ class Hca {
     return Exec::kDone;
   }
 
-  /// Take the responder's next receive WQE, or report that none is posted.
-  GV_HD static bool claim_recv(const Arena& pa, QpCtx& pq, std::uint64_t& idx) {
-    const auto* dbrec = pa.at<m5::QpDbrec>(pq.dbrec_off);
+  /// Take the next receive WQE of the QP whose doorbell record lies at `dbrec_off` of `pa`
+  /// and whose receive counter is `rq_head`, or report that none is posted.
+  GV_HD static bool claim_recv(const Arena& pa, std::uint64_t dbrec_off, std::uint64_t* rq_head,
+                               std::uint64_t& idx) {
+    const auto* dbrec = pa.at<m5::QpDbrec>(dbrec_off);
     for (;;) {
-      const std::uint64_t h = sync::load_acquire(&pq.rq_head);
+      const std::uint64_t h = sync::load_acquire(rq_head);
       const std::uint64_t avail =
           ib::widen(h, byteswap(sync::load_acquire(&dbrec->rcv.raw)) & 0xffff, 16);
       if (h >= avail) return false;
       std::uint64_t expected = h;
-      if (sync::compare_exchange(&pq.rq_head, expected, h + 1)) {
+      if (sync::compare_exchange(rq_head, expected, h + 1)) {
         idx = h;
         return true;
       }
@@ -372,7 +426,7 @@ class Hca {
 
   /// RNR: the responder has no receive WQE. Retry after its RNR timer, up to rnr_retry times
   /// (7 = forever); then fail the WQE with RNR_RETRY_EXC_ERR.
-  GV_HD static Exec rnr(Env& env, QpCtx& q, const QpCtx& pq, const ParsedWqe& w) {
+  GV_HD static Exec rnr(Env& env, QpCtx& q, const QpCtx& pv, const ParsedWqe& w) {
     if (!q.rnr_active) {
       q.rnr_active = 1;
       q.rnr_left = q.rnr_retry;
@@ -382,26 +436,26 @@ class Hca {
       return finish(env, q, w, m5::kSyndRnrRetryExcErr);
     }
     if (q.rnr_retry != 7) --q.rnr_left;
-    q.rnr_resume_ns = env.now_ns() + rnr_timer_ns(pq.min_rnr_timer);
+    q.rnr_resume_ns = env.now_ns() + rnr_timer_ns(pv.min_rnr_timer);
     return Exec::kRnrWait;
   }
 
-  /// Deliver a SEND's payload into the responder's receive WQE `ridx`. Returns the
-  /// responder-side syndrome (0 on success).
+  /// Deliver a SEND's payload into receive WQE `ridx` of the responder (`pv`: its QP's
+  /// connection fields). Returns the responder-side syndrome (0 on success).
   GV_HD static std::uint8_t scatter_recv(Env& env, const QpCtx& q, const std::byte* sq,
-                                         const ParsedWqe& w, const Arena& pa, const QpCtx& pq,
+                                         const ParsedWqe& w, const Arena& pa, const QpCtx& pv,
                                          std::uint64_t ridx) {
-    const std::byte* rwqe = pa.at<std::byte>(pq.rq_off) +
-                            (std::uint64_t{ib::ring_slot(ridx, pq.rq_wqes)} << pq.rq_stride_shift);
+    const std::byte* rwqe = pa.at<std::byte>(pv.rq_off) +
+                            (std::uint64_t{ib::ring_slot(ridx, pv.rq_wqes)} << pv.rq_stride_shift);
     std::byte* dst[kMaxSge];
     std::uint64_t cap[kMaxSge];
     std::uint32_t n = 0;
     std::uint64_t total = 0;
-    for (; n < pq.max_recv_sge && n < kMaxSge; ++n) {
+    for (; n < pv.max_recv_sge && n < kMaxSge; ++n) {
       const m5::DataSeg d = as_data_seg(ib::load_octoword(rwqe + 16 * n));
       if (d.lkey.get() == m5::kInvalidLkey) break;
-      const MemCheck c = resolve(pa, env.self_pid(), d.lkey.get(), d.addr.get(),
-                                 d.byte_count.get(), pq.pdn, gv::kLocalWrite, dst[n]);
+      const MemCheck c = resolve(pa, q.peer_pid, env.self_pid(), d.lkey.get(), d.addr.get(),
+                                 d.byte_count.get(), pv.pdn, gv::kLocalWrite, dst[n]);
       if (c != MemCheck::kOk) return m5::kSyndLocalProtErr;
       cap[n] = d.byte_count.get();
       total += cap[n];
@@ -417,12 +471,21 @@ class Hca {
     return 0;
   }
 
+  /// Address of local SGE i of the WQE (checked by execute()).
+  GV_HD static std::byte* local_sge(Env& env, const QpCtx& q, const ParsedWqe& w,
+                                    const m5::DataSeg& d, std::uint32_t i) {
+    if (i < kKeptSges) return w.local[i];
+    std::byte* p;
+    resolve(env.own(), env.self_pid(), env.self_pid(), d.lkey.get(), d.addr.get(),
+            d.byte_count.get(), q.pdn, 0, p);
+    return p;
+  }
+
   /// Copy payload bytes [off, off+len) of the WQE (SGEs or inline data, which may wrap
   /// around the ring end) to dst. Local keys were checked by execute().
   GV_HD static void copy_payload(Env& env, const QpCtx& q, const std::byte* sq,
-                                       const ParsedWqe& w, std::uint64_t off, std::uint64_t len,
-                                       std::byte* dst, bool publish) {
-    const Arena& a = env.own();
+                                 const ParsedWqe& w, std::uint64_t off, std::uint64_t len,
+                                 std::byte* dst, bool publish) {
     const std::uint64_t end = off + len;
     if (w.inl) {
       for (std::uint64_t p = off; p < end;) {
@@ -430,23 +493,21 @@ class Hca {
         const std::uint32_t k = w.first_payload_oct + static_cast<std::uint32_t>(pos / 16);
         const std::uint32_t in = static_cast<std::uint32_t>(pos % 16);
         const std::uint64_t n = (16 - in) < (end - p) ? (16 - in) : (end - p);
-        env.copy(dst + (p - off), sq + ib::sq_octoword_offset(q.sq_head, k, q.sq_bbs) + in, n,
-                 publish && p + n == end);
+        // Inline data in the first WQEBB comes from the copy parse_wqe loaded.
+        const std::byte* src = k < 4 ? reinterpret_cast<const std::byte*>(&w.head[k]) + in
+                                     : sq + ib::sq_octoword_offset(q.sq_head, k, q.sq_bbs) + in;
+        env.copy(dst + (p - off), src, n, publish && p + n == end);
         p += n;
       }
       return;
     }
     std::uint64_t base = 0;
     for (std::uint32_t i = 0; i < w.num_sge && base < end; ++i) {
-      const m5::DataSeg d = as_data_seg(sq_oct(sq, q.sq_bbs, q.sq_head, w.first_payload_oct + i));
+      const m5::DataSeg d = as_data_seg(wqe_oct(w, sq, q.sq_bbs, q.sq_head, w.first_payload_oct + i));
       const std::uint64_t n = d.byte_count.get();
       const std::uint64_t lo = off > base ? off : base;
       const std::uint64_t hi = end < base + n ? end : base + n;
-      if (lo < hi) {
-        std::byte* src;
-        resolve(a, env.self_pid(), d.lkey.get(), d.addr.get(), n, q.pdn, 0, src);
-        env.copy(dst + (lo - off), src + (lo - base), hi - lo, publish && hi == end);
-      }
+      if (lo < hi) env.copy(dst + (lo - off), local_sge(env, q, w, d, i) + (lo - base), hi - lo, publish && hi == end);
       base += n;
     }
   }
@@ -457,62 +518,79 @@ class Hca {
     const std::uint8_t bad = parse_wqe(q, sq, q.sq_head, q.sq_rung - q.sq_head, w);
     if (bad != 0) return finish(env, q, w, bad);
     if (w.opcode == m5::kOpNop) return finish(env, q, w, 0);
+    const bool atomic = w.opcode == m5::kOpAtomicCs || w.opcode == m5::kOpAtomicFa;
 
     // Local checks first: a bad lkey fails before anything reaches the wire.
     if (!w.inl) {
-      const std::uint32_t need =
-          (w.opcode == m5::kOpRdmaRead || w.opcode == m5::kOpAtomicCs || w.opcode == m5::kOpAtomicFa)
-              ? std::uint32_t{gv::kLocalWrite}
-              : std::uint32_t{0};
+      const std::uint32_t need = (w.opcode == m5::kOpRdmaRead || atomic) ? std::uint32_t{gv::kLocalWrite}
+                                                                         : std::uint32_t{0};
       for (std::uint32_t i = 0; i < w.num_sge; ++i) {
-        const m5::DataSeg d = as_data_seg(sq_oct(sq, q.sq_bbs, q.sq_head, w.first_payload_oct + i));
+        const m5::DataSeg d = as_data_seg(wqe_oct(w, sq, q.sq_bbs, q.sq_head, w.first_payload_oct + i));
         std::byte* p;
-        const MemCheck c = resolve(a, env.self_pid(), d.lkey.get(), d.addr.get(),
+        const MemCheck c = resolve(a, env.self_pid(), env.self_pid(), d.lkey.get(), d.addr.get(),
                                    d.byte_count.get(), q.pdn, need, p);
         if (c != MemCheck::kOk) return finish(env, q, w, local_syndrome(c));
+        if (i < kKeptSges) w.local[i] = p;
       }
     }
 
-    Peer peer;
-    if (!find_peer(env, q, peer)) return finish(env, q, w, m5::kSyndTransportRetryExcErr);
-    const Arena& pa = *peer.arena;
-    QpCtx& pq = *peer.qp;
+    // The responder: its QP's connection fields and the MR the remote key names, in one
+    // round of loads (both tables lie at fixed offsets of its arena, which for a peer GPU is
+    // a round trip over NVLink).
+    const Arena* pap = env.peer(q);
+    const std::uint32_t pslot = q.peer_qpn - kQpnBase;
+    if (pap == nullptr || q.peer_qpn < kQpnBase || pslot >= kMaxQps)
+      return finish(env, q, w, m5::kSyndTransportRetryExcErr);
+    const Arena& pa = *pap;
+    QpCtx& pq = pa.qps()[pslot];
+    QpCtx pv;
+    load_entry<QpCtx, kQpConnBytes>(pv, &pq);
+    const bool remote_mem = w.opcode == m5::kOpRdmaWrite || w.opcode == m5::kOpRdmaWriteImm ||
+                            w.opcode == m5::kOpRdmaRead || atomic;
+    const std::uint64_t rlen = atomic ? 8 : w.length;
+    const MrEntry rmr = remote_mem ? load_mr(pa, w.rkey, rlen) : MrEntry{};
+    const auto ps = static_cast<QpState>(pv.state);
+    if (pv.qpn != q.peer_qpn || pv.peer_qpn != q.qpn || (ps != QpState::kRtr && ps != QpState::kRts))
+      return finish(env, q, w, m5::kSyndTransportRetryExcErr);
+    const auto remote = [&](std::uint32_t need, std::byte*& out) {
+      return (pv.access & need) == need &&
+             check_mr(pa, rmr, q.peer_pid, env.self_pid(), w.rkey, w.raddr, rlen, pv.pdn, need, out) ==
+                 MemCheck::kOk;
+    };
 
     switch (w.opcode) {
       case m5::kOpRdmaWrite:
       case m5::kOpRdmaWriteImm: {
         std::byte* dst = nullptr;
-        if (w.length != 0) {
-          if ((pq.access & gv::kRemoteWrite) == 0) return finish(env, q, w, m5::kSyndRemoteAccessErr);
-          if (resolve(pa, env.self_pid(), w.rkey, w.raddr, w.length, pq.pdn, gv::kRemoteWrite, dst) !=
-              MemCheck::kOk)
-            return finish(env, q, w, m5::kSyndRemoteAccessErr);
-        }
+        if (w.length != 0 && !remote(gv::kRemoteWrite, dst)) return finish(env, q, w, m5::kSyndRemoteAccessErr);
         std::uint64_t ridx = 0;
-        if (w.opcode == m5::kOpRdmaWriteImm && !claim_recv(pa, pq, ridx)) return rnr(env, q, pq, w);
+        if (w.opcode == m5::kOpRdmaWriteImm && !claim_recv(pa, pv.dbrec_off, &pq.rq_head, ridx))
+          return rnr(env, q, pv, w);
         if (w.length != 0) copy_payload(env, q, sq, w, 0, w.length, dst, true);
         if (w.opcode == m5::kOpRdmaWriteImm) {
           m5::Cqe c{};
           c.byte_cnt = be32::from(static_cast<std::uint32_t>(w.length));
           c.imm_inval_pkey = w.imm;
-          c.sop_drop_qpn = be32::from(pq.qpn);
+          c.sop_drop_qpn = be32::from(pv.qpn);
           c.wqe_counter = be16::from(static_cast<std::uint16_t>(ridx));
           c.op_own = static_cast<std::uint8_t>((m5::kCqeRespWrImm << 4) |
                                                ((w.fm_ce_se & m5::kCtrlSolicited) ? 2 : 0));
-          push_cqe(pa, pq.recv_cq, c, env.scope(pa));
+          env.settle();
+          push_cqe(pa, pv.recv_cq, c, env.scope(pa));
         }
         return finish(env, q, w, 0);
       }
       case m5::kOpSend:
       case m5::kOpSendImm: {
         std::uint64_t ridx;
-        if (!claim_recv(pa, pq, ridx)) return rnr(env, q, pq, w);
-        const std::uint8_t rs = scatter_recv(env, q, sq, w, pa, pq, ridx);
+        if (!claim_recv(pa, pv.dbrec_off, &pq.rq_head, ridx)) return rnr(env, q, pv, w);
+        const std::uint8_t rs = scatter_recv(env, q, sq, w, pa, pv, ridx);
+        env.settle();
         if (rs != 0) {
           // The responder consumed the receive WQE and fails it; its QP enters error, and
           // the requester learns of it through the NAK's syndrome.
-          push_cqe(pa, pq.recv_cq,
-                   make_err_cqe(false, pq.qpn, 0, static_cast<std::uint16_t>(ridx), rs), env.scope(pa));
+          push_cqe(pa, pv.recv_cq,
+                   make_err_cqe(false, pv.qpn, 0, static_cast<std::uint16_t>(ridx), rs), env.scope(pa));
           set_qp_error(pq);
           return finish(env, q, w,
                         rs == m5::kSyndLocalLengthErr ? m5::kSyndRemoteInvalReqErr : m5::kSyndRemoteOpErr);
@@ -520,42 +598,32 @@ class Hca {
         m5::Cqe c{};
         c.byte_cnt = be32::from(static_cast<std::uint32_t>(w.length));
         c.imm_inval_pkey = w.opcode == m5::kOpSendImm ? w.imm : be32{0};
-        c.sop_drop_qpn = be32::from(pq.qpn);
+        c.sop_drop_qpn = be32::from(pv.qpn);
         c.wqe_counter = be16::from(static_cast<std::uint16_t>(ridx));
         c.op_own = static_cast<std::uint8_t>(
             ((w.opcode == m5::kOpSendImm ? m5::kCqeRespSendImm : m5::kCqeRespSend) << 4) |
             ((w.fm_ce_se & m5::kCtrlSolicited) ? 2 : 0));
-        push_cqe(pa, pq.recv_cq, c, env.scope(pa));
+        push_cqe(pa, pv.recv_cq, c, env.scope(pa));
         return finish(env, q, w, 0);
       }
       case m5::kOpRdmaRead: {
         std::byte* src = nullptr;
-        if (w.length != 0) {
-          if ((pq.access & gv::kRemoteRead) == 0) return finish(env, q, w, m5::kSyndRemoteAccessErr);
-          if (resolve(pa, env.self_pid(), w.rkey, w.raddr, w.length, pq.pdn, gv::kRemoteRead, src) !=
-              MemCheck::kOk)
-            return finish(env, q, w, m5::kSyndRemoteAccessErr);
-        }
+        if (w.length != 0 && !remote(gv::kRemoteRead, src)) return finish(env, q, w, m5::kSyndRemoteAccessErr);
         std::uint64_t off = 0;
         for (std::uint32_t i = 0; i < w.num_sge; ++i) {
-          const m5::DataSeg d = as_data_seg(sq_oct(sq, q.sq_bbs, q.sq_head, w.first_payload_oct + i));
-          std::byte* dst;
-          resolve(a, env.self_pid(), d.lkey.get(), d.addr.get(), d.byte_count.get(), q.pdn,
-                  gv::kLocalWrite, dst);
+          const m5::DataSeg d = as_data_seg(wqe_oct(w, sq, q.sq_bbs, q.sq_head, w.first_payload_oct + i));
           const std::uint64_t n = d.byte_count.get();
-          if (n != 0) env.copy(dst, src + off, n, off + n == w.length);
+          if (n != 0) env.copy(local_sge(env, q, w, d, i), src + off, n, off + n == w.length);
           off += n;
         }
         return finish(env, q, w, 0);
       }
       case m5::kOpAtomicCs:
       case m5::kOpAtomicFa: {
-        if ((pq.access & gv::kRemoteAtomic) == 0) return finish(env, q, w, m5::kSyndRemoteAccessErr);
+        if ((pv.access & gv::kRemoteAtomic) == 0) return finish(env, q, w, m5::kSyndRemoteAccessErr);
         if (w.raddr % 8 != 0) return finish(env, q, w, m5::kSyndRemoteInvalReqErr);
         std::byte* target;
-        if (resolve(pa, env.self_pid(), w.rkey, w.raddr, 8, pq.pdn, gv::kRemoteAtomic, target) !=
-            MemCheck::kOk)
-          return finish(env, q, w, m5::kSyndRemoteAccessErr);
+        if (!remote(gv::kRemoteAtomic, target)) return finish(env, q, w, m5::kSyndRemoteAccessErr);
         auto* t = reinterpret_cast<std::uint64_t*>(target);
         std::uint64_t old;
         if (w.opcode == m5::kOpAtomicFa) {
@@ -564,11 +632,8 @@ class Hca {
           old = w.compare;
           sync::compare_exchange(t, old, w.swap_add);  // old <- the value found
         }
-        const m5::DataSeg d = as_data_seg(sq_oct(sq, q.sq_bbs, q.sq_head, w.first_payload_oct));
-        std::byte* res;
-        resolve(a, env.self_pid(), d.lkey.get(), d.addr.get(), 8, q.pdn, gv::kLocalWrite, res);
         // The original value lands in host byte order (ConnectX in host-endian atomic mode).
-        env.copy(res, &old, 8, true);
+        env.copy(w.local[0], &old, 8, true);
         return finish(env, q, w, 0);
       }
       default:
@@ -598,7 +663,7 @@ class Hca {
     }
     q.sq_rung = q.sq_head;
     std::uint64_t ridx;
-    while (claim_recv(a, q, ridx)) {
+    while (claim_recv(a, q.dbrec_off, &q.rq_head, ridx)) {
       push_cqe(a, q.recv_cq, make_err_cqe(false, q.qpn, 0, static_cast<std::uint16_t>(ridx),
                                           m5::kSyndWrFlushErr),
                env.scope(a));

@@ -1,6 +1,6 @@
 // The software HCA's GPU engine: soft::Hca<GpuEnv> run by a persistent kernel.
 //
-// One block of `warps` warps. In each warp, lane 0 walks its share of the QP table and runs
+// `warps` warps in blocks of up to eight. In each warp, lane 0 walks its share of the QP table and runs
 // the WQE semantics (parsing, checks, atomics, CQEs); lanes 1..31 wait in a helper loop and
 // join lane 0 for every data movement, so payloads move 32 lanes wide. Lane 0 hands a move to
 // its helpers through a job in shared memory and two __syncwarp()s, which Volta and later
@@ -84,10 +84,27 @@ class GpuEnv {
   }
 
   /// Move n bytes, 32 lanes wide beyond kSoloBytes. With `publish`, the last byte is stored
-  /// last with release at the destination's scope.
+  /// last with release at the widest scope of the message's destinations, or, for a message
+  /// that fits one naturally aligned store (1, 2, 4 or 8 bytes) and follows no unsettled
+  /// bytes, the message is that one store and settle() orders it before what follows: its
+  /// receiver need not wait for a fence.
   __device__ void copy(void* d, const void* s, std::uint64_t n, bool publish) {
     auto* dst = static_cast<std::byte*>(d);
     const auto* src = static_cast<const std::byte*>(s);
+    const sync::Scope scope = scope_of(dst);
+    if (publish && unsettled_ == kNone && (n == 1 || n == 2 || n == 4 || n == 8) &&
+        reinterpret_cast<std::uintptr_t>(dst) % n == 0) {
+      std::uint64_t v = 0;
+      for (std::uint64_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(src[i])} << (8 * i);
+      switch (n) {
+        case 1: store_word(reinterpret_cast<std::uint8_t*>(dst), static_cast<std::uint8_t>(v), scope); break;
+        case 2: store_word(reinterpret_cast<std::uint16_t*>(dst), static_cast<std::uint16_t>(v), scope); break;
+        case 4: store_word(reinterpret_cast<std::uint32_t*>(dst), static_cast<std::uint32_t>(v), scope); break;
+        default: store_word(reinterpret_cast<std::uint64_t*>(dst), v, scope); break;
+      }
+      unsettled_ = level(scope);
+      return;
+    }
     const std::uint64_t body = publish ? n - 1 : n;
     if (body > kSoloBytes) {
       job_->dst = dst;
@@ -99,30 +116,62 @@ class GpuEnv {
     } else {
       for (std::uint64_t i = 0; i < body; ++i) dst[i] = src[i];
     }
+    if (body != 0 && level(scope) > unsettled_) unsettled_ = level(scope);
     if (publish) {
       const auto last = *reinterpret_cast<const std::uint8_t*>(src + n - 1);
-      const bool local = dst >= own_.base && dst < own_end_;
-      sync::store_release(reinterpret_cast<std::uint8_t*>(dst + n - 1), last,
-                          local ? sync::Scope::kGpu : sync::Scope::kSystem);
+      const sync::Scope release = unsettled_ == kSystem ? sync::Scope::kSystem : scope;
+      sync::store_release(reinterpret_cast<std::uint8_t*>(dst + n - 1), last, release);
+      unsettled_ = kNone;
     }
   }
 
+  /// Order every byte copy() stored before what this engine stores next.
+  __device__ void settle() {
+    if (unsettled_ == kSystem) cuda::atomic_thread_fence(cuda::std::memory_order_release, cuda::thread_scope_system);
+    else if (unsettled_ == kGpuOnly) cuda::atomic_thread_fence(cuda::std::memory_order_release, cuda::thread_scope_device);
+    unsettled_ = kNone;
+  }
+
  private:
+  /// Widest scope of the stores not yet ordered by a release or a fence.
+  enum Unsettled : std::uint8_t { kNone, kGpuOnly, kSystem };
+  static __device__ Unsettled level(sync::Scope s) { return s == sync::Scope::kGpu ? kGpuOnly : kSystem; }
+
+  /// Our own arena is watched only by threads of this GPU; anything else (a peer GPU's
+  /// memory, mapped host memory, our GPU's memory outside the arena) by the system.
+  __device__ sync::Scope scope_of(const std::byte* p) const {
+    return p >= own_.base && p < own_end_ ? sync::Scope::kGpu : sync::Scope::kSystem;
+  }
+
+  template <class T>
+  static __device__ void store_word(T* p, T v, sync::Scope s) {
+    if (s == sync::Scope::kSystem)
+      cuda::atomic_ref<T, cuda::thread_scope_system>(*p).store(v, cuda::std::memory_order_relaxed);
+    else
+      cuda::atomic_ref<T, cuda::thread_scope_device>(*p).store(v, cuda::std::memory_order_relaxed);
+  }
+
   Arena own_;
   Arena peer_;
   const std::byte* own_end_;
   std::int32_t pid_;
   MoveJob* job_;
+  Unsettled unsettled_ = kNone;
 };
 
 /// Epochs are published every kEpochSweeps sweeps (and once at start).
 constexpr std::uint64_t kEpochSweeps = 16;
 
-__global__ void __launch_bounds__(32 * soft::kMaxEngineWarps)
+/// Warps per engine block: more warps take more blocks (one SM each, in practice), so the
+/// register budget of a warp stays that of a small block.
+constexpr std::uint32_t kWarpsPerBlock = 8;
+
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
     engine_kernel(Arena arena, std::int32_t pid, std::uint32_t warps) {
-  __shared__ MoveJob jobs[soft::kMaxEngineWarps];
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  MoveJob* job = &jobs[warp];
+  __shared__ MoveJob jobs[kWarpsPerBlock];
+  const unsigned warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp >= warps) return;  // the last block's spare warps
+  MoveJob* job = &jobs[threadIdx.x / 32];
   if (lane == 0) job->stop = 0;
   __syncwarp();
   if (lane != 0) {
@@ -153,7 +202,8 @@ __global__ void __launch_bounds__(32 * soft::kMaxEngineWarps)
 
 cudaError_t launch_gpu_engine(cudaStream_t stream, soft::Arena arena, std::int32_t pid,
                               std::uint32_t warps) {
-  engine_kernel<<<1, 32 * warps, 0, stream>>>(arena, pid, warps);
+  const std::uint32_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  engine_kernel<<<blocks, 32 * (warps < kWarpsPerBlock ? warps : kWarpsPerBlock), 0, stream>>>(arena, pid, warps);
   return cudaGetLastError();
 }
 

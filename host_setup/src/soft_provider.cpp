@@ -174,6 +174,8 @@ class CpuEnv {
     std::memcpy(&last, static_cast<const std::uint8_t*>(s) + n - 1, 1);
     sync::store_release(static_cast<std::uint8_t*>(d) + n - 1, last);
   }
+  /// Every copy is settled when it returns (its last byte is a release store).
+  void settle() {}
 
  private:
   Arena own_;

@@ -715,7 +715,7 @@ TEST(GpuEngineTwoProcesses, WriteImmAndReadThroughCudaIpc) {
 TEST(GpuEngineHazards, BadOptionsAreRefusedWithAReason) {
   GV_REQUIRE_GPUS(1);
   gv::DeviceOptions o = engine_on(0);
-  o.engine_warps = 9;
+  o.engine_warps = 33;
   EXPECT_THROW(gv::Device::open("soft", o), gv::Error);
   o = engine_on(64);
   try {

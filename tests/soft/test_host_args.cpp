@@ -123,8 +123,8 @@ TEST_F(HostArgs, ConnectTwice) {
 TEST_F(HostArgs, GpuEngineOptions) {
   gv::DeviceOptions o;
   o.engine = gv::DeviceOptions::Engine::kGpu;
-  o.engine_warps = 9;
-  expect_error([&] { gv::Device::open("soft", o); }, "engine_warps 9 is invalid: must be 1..8");
+  o.engine_warps = 33;
+  expect_error([&] { gv::Device::open("soft", o); }, "engine_warps 33 is invalid: must be 1..32");
   o.engine_warps = 0;
   expect_error([&] { gv::Device::open("soft", o); }, "engine_warps 0 is invalid");
   o.engine_warps = 4;

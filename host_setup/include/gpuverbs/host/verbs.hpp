@@ -57,15 +57,16 @@ struct DeviceOptions {
   bool map_to_gpus = false;
   /// Who executes the work requests of the soft provider:
   /// - kCpu: a host thread; queues and Device::alloc memory in (shareable) host memory.
-  /// - kGpu: a persistent kernel on GPU `gpu` (one block of `engine_warps` warps on its own
-  ///   non-blocking stream, for the device's lifetime); queues, tables and Device::alloc
+  /// - kGpu: a persistent kernel on GPU `gpu` (`engine_warps` warps, in blocks of up to 8, on
+  ///   its own non-blocking stream, for the device's lifetime; warp w serves the QPs of table
+  ///   slots w, w + engine_warps, ...); queues, tables and Device::alloc
   ///   memory in that GPU's memory, shareable with other processes through CUDA IPC. Kernels
   ///   post and poll; host threads cannot use the handles. While it runs, a device-wide
   ///   synchronisation (cudaDeviceSynchronize, cudaFree of device memory) would wait for it
   ///   forever: call Device::quiesce() first and Device::resume() after.
   enum class Engine : std::uint8_t { kCpu, kGpu } engine = Engine::kCpu;
   int gpu = 0;                       ///< kGpu: the CUDA device that holds and runs it
-  std::uint32_t engine_warps = 4;    ///< kGpu: 1..8
+  std::uint32_t engine_warps = 4;    ///< kGpu: 1..32
 };
 
 struct QpCaps {
