@@ -17,9 +17,10 @@
 //   int32_t  env.self_pid()              process whose private (non-arena) memory we reach
 //   Scope    env.scope(const Arena&)     scope whose observers must see this engine's stores to
 //              that arena: its own GPU for a GPU engine's own arena, the system otherwise
-//   void     env.settle()                 make every byte copy() stored visible to its observers
-//              before anything the engine stores next (called before each CQE); copy() may
-//              leave a message unsettled when it fits in one store
+//   void     env.settle()                 order every byte copy() stored before what the engine
+//              stores next; called before a WQE moves data (RC order between messages),
+//              before a CQE and at the end of a burst. With `publish`, copy() may leave a
+//              message that fits in one store unsettled: its receiver need not wait for a fence
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -326,16 +327,39 @@ class Hca {
   /// Maximum WQEs one visit executes on one QP, so one busy QP cannot starve the others.
   static constexpr int kBurst = 16;
 
-  /// Serve one QP of this engine's arena: execute rung WQEs, or flush everything after an
-  /// error. Returns true if anything happened (for the engine's idle back-off).
-  GV_HD static bool step(Env& env, QpCtx& q) {
+  /// Serve one QP of this engine's arena (q holds a QP): execute rung WQEs, or flush
+  /// everything after an error. Returns true if anything happened (for idle back-off).
+  GV_HD static bool step(Env& env, QpCtx& q) { return serve(env, q, false); }
+
+  /// step() for a table slot that may be free: its qpn is loaded in the same round as its
+  /// doorbell (a free slot's stale offsets still point into the arena, so those loads are
+  /// harmless). For the GPU engine; on the host the qpn's acquire must come first.
+  GV_HD static bool step_slot(Env& env, QpCtx& q) { return serve(env, q, true); }
+
+ private:
+  /// What a burst learned of the responder: its QP's connection fields and the MR of the last
+  /// remote key, loaded by the burst's first WQE that needs them and reused by the rest (a
+  /// peer GPU's tables are a round trip over NVLink away). A change on the responder side
+  /// (its QP leaving RTS, a deregistration) is seen by the next burst: within a burst the
+  /// WQEs execute as if at once, which an HCA's translation caches also allow.
+  struct Responder {
+    bool loaded = false;
+    QpCtx* live = nullptr;    ///< the responder's QpCtx (receive counter, error state)
+    QpCtx conn;               ///< its connection fields (kQpConnBytes)
+    std::uint32_t mr_key = 0;  ///< key of `mr` (0: none loaded)
+    MrEntry mr{};
+  };
+
+  GV_HD static bool serve(Env& env, QpCtx& q, bool check_qpn) {
     const Arena& a = env.own();
-    // One round of polled loads (state, doorbell, doorbell record) for an idle QP; only a QP
-    // with work pays for the acquire fence.
+    // One round of polled loads (qpn, state, doorbell, doorbell record) for an idle QP; only
+    // a QP with work pays for the acquire fence.
     const auto* dbrec = a.at<m5::QpDbrec>(q.dbrec_off);
+    const std::uint32_t live = check_qpn ? sync::load_polled(&q.qpn) : 1u;
     const auto st = static_cast<QpState>(sync::load_polled(&q.state));
     const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(q.doorbell_off));
     const std::uint32_t snd = sync::load_polled(&dbrec->snd.raw);
+    if (live == 0) return false;
     if (st == QpState::kError) {
       sync::acquire_fence();
       return flush(env, q);
@@ -365,10 +389,11 @@ class Hca {
       q.sq_rung = to;
     }
     bool progressed = false;
+    Responder r;
     for (int n = 0; n < kBurst && q.sq_head < q.sq_rung; ++n) {
       if (q.rnr_active && env.now_ns() < q.rnr_resume_ns) break;
       ParsedWqe w;
-      const Exec e = execute(env, q, w);
+      const Exec e = execute(env, q, w, r);
       if (e == Exec::kRnrWait) break;
       progressed = true;
       q.rnr_active = 0;
@@ -378,27 +403,28 @@ class Hca {
         break;
       }
     }
+    env.settle();
     return progressed;
   }
 
- private:
   GV_HD static std::uint8_t local_syndrome(MemCheck c) {
     return c == MemCheck::kOk ? 0 : m5::kSyndLocalProtErr;
   }
 
-  /// Complete the WQE at sq_head: success CQE if signaled, error CQE always. The WQE's data
-  /// is settled (visible to its observers) before its CQE.
+  /// Complete the WQE at sq_head: success CQE if signaled, error CQE always. The data moved
+  /// so far is settled (visible to its observers) before a CQE.
   GV_HD static Exec finish(Env& env, QpCtx& q, const ParsedWqe& w, std::uint8_t syndrome) {
     const Arena& a = env.own();
-    env.settle();
     const auto idx = static_cast<std::uint16_t>(q.sq_head);
     if (syndrome != 0) {
+      env.settle();
       push_cqe(a, q.send_cq, make_err_cqe(true, q.qpn, w.opcode, idx, syndrome), env.scope(a));
       return Exec::kFailed;
     }
     if (w.fm_ce_se & m5::kCtrlCqUpdate) {
       const bool reports_len = w.opcode == m5::kOpRdmaRead || w.opcode == m5::kOpAtomicCs ||
                                w.opcode == m5::kOpAtomicFa;
+      env.settle();
       push_cqe(a, q.send_cq,
                make_req_cqe(q.qpn, w.opcode, idx, reports_len ? static_cast<std::uint32_t>(w.length) : 0),
                env.scope(a));
@@ -412,9 +438,11 @@ class Hca {
                                std::uint64_t& idx) {
     const auto* dbrec = pa.at<m5::QpDbrec>(dbrec_off);
     for (;;) {
-      const std::uint64_t h = sync::load_acquire(rq_head);
-      const std::uint64_t avail =
-          ib::widen(h, byteswap(sync::load_acquire(&dbrec->rcv.raw)) & 0xffff, 16);
+      // Counter and record in one round (a round trip each, for a peer GPU's QP).
+      const std::uint64_t h = sync::load_polled(rq_head);
+      const std::uint32_t rcv = sync::load_polled(&dbrec->rcv.raw);
+      sync::acquire_fence();
+      const std::uint64_t avail = ib::widen(h, byteswap(rcv) & 0xffff, 16);
       if (h >= avail) return false;
       std::uint64_t expected = h;
       if (sync::compare_exchange(rq_head, expected, h + 1)) {
@@ -512,7 +540,7 @@ class Hca {
     }
   }
 
-  GV_HD static Exec execute(Env& env, QpCtx& q, ParsedWqe& w) {
+  GV_HD static Exec execute(Env& env, QpCtx& q, ParsedWqe& w, Responder& r) {
     const Arena& a = env.own();
     const std::byte* sq = a.at<std::byte>(q.sq_off);
     const std::uint8_t bad = parse_wqe(q, sq, q.sq_head, q.sq_rung - q.sq_head, w);
@@ -536,28 +564,37 @@ class Hca {
 
     // The responder: its QP's connection fields and the MR the remote key names, in one
     // round of loads (both tables lie at fixed offsets of its arena, which for a peer GPU is
-    // a round trip over NVLink).
+    // a round trip over NVLink), once a burst.
+    const bool remote_mem = w.opcode == m5::kOpRdmaWrite || w.opcode == m5::kOpRdmaWriteImm ||
+                            w.opcode == m5::kOpRdmaRead || atomic;
+    const std::uint64_t rlen = atomic ? 8 : w.length;
+    const bool want_mr = remote_mem && rlen != 0 && w.rkey != r.mr_key;
     const Arena* pap = env.peer(q);
     const std::uint32_t pslot = q.peer_qpn - kQpnBase;
     if (pap == nullptr || q.peer_qpn < kQpnBase || pslot >= kMaxQps)
       return finish(env, q, w, m5::kSyndTransportRetryExcErr);
     const Arena& pa = *pap;
-    QpCtx& pq = pa.qps()[pslot];
-    QpCtx pv;
-    load_entry<QpCtx, kQpConnBytes>(pv, &pq);
-    const bool remote_mem = w.opcode == m5::kOpRdmaWrite || w.opcode == m5::kOpRdmaWriteImm ||
-                            w.opcode == m5::kOpRdmaRead || atomic;
-    const std::uint64_t rlen = atomic ? 8 : w.length;
-    const MrEntry rmr = remote_mem ? load_mr(pa, w.rkey, rlen) : MrEntry{};
+    if (!r.loaded) {
+      r.live = pa.qps() + pslot;
+      load_entry<QpCtx, kQpConnBytes>(r.conn, r.live);
+    }
+    if (want_mr) r.mr = load_mr(pa, w.rkey, rlen);
+    r.loaded = true;
+    if (want_mr) r.mr_key = w.rkey;
+    const QpCtx& pv = r.conn;
+    QpCtx& pq = *r.live;
     const auto ps = static_cast<QpState>(pv.state);
     if (pv.qpn != q.peer_qpn || pv.peer_qpn != q.qpn || (ps != QpState::kRtr && ps != QpState::kRts))
       return finish(env, q, w, m5::kSyndTransportRetryExcErr);
     const auto remote = [&](std::uint32_t need, std::byte*& out) {
       return (pv.access & need) == need &&
-             check_mr(pa, rmr, q.peer_pid, env.self_pid(), w.rkey, w.raddr, rlen, pv.pdn, need, out) ==
+             check_mr(pa, r.mr, q.peer_pid, env.self_pid(), w.rkey, w.raddr, rlen, pv.pdn, need, out) ==
                  MemCheck::kOk;
     };
 
+    // Earlier WQEs' data is ordered before this one's (RC order). Issued here, after this
+    // WQE's loads, the fence finds those stores mostly acknowledged already.
+    env.settle();
     switch (w.opcode) {
       case m5::kOpRdmaWrite:
       case m5::kOpRdmaWriteImm: {

@@ -59,6 +59,34 @@ __device__ void move_part(const MoveJob& j, unsigned lane) {
   for (std::uint64_t i = done + lane; i < j.n; i += 32) j.dst[i] = j.src[i];
 }
 
+/// Lane 0's move of a short body: in the widest words both pointers allow, eight loads in
+/// flight before their stores (a byte loop would wait for each load in turn).
+template <class V>
+__device__ std::uint64_t move_solo_words(std::byte* dst, const std::byte* src, std::uint64_t n) {
+  auto* d = reinterpret_cast<V*>(dst);
+  const auto* s = reinterpret_cast<const V*>(src);
+  const std::uint64_t words = n / sizeof(V);
+  std::uint64_t i = 0;
+  for (; i + 8 <= words; i += 8) {
+    V v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = s[i + k];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) d[i + k] = v[k];
+  }
+  for (; i < words; ++i) d[i] = s[i];
+  return words * sizeof(V);
+}
+
+__device__ void move_solo(std::byte* dst, const std::byte* src, std::uint64_t n) {
+  const auto align = reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src);
+  std::uint64_t done = 0;
+  if ((align & 7) == 0) done = move_solo_words<std::uint64_t>(dst, src, n);
+  else if ((align & 3) == 0) done = move_solo_words<std::uint32_t>(dst, src, n);
+  else done = move_solo_words<std::uint8_t>(dst, src, n);
+  for (; done < n; ++done) dst[done] = src[done];
+}
+
 /// The GPU engine's environment for soft::Hca (see the Env contract in soft/hca.hpp).
 class GpuEnv {
  public:
@@ -114,7 +142,7 @@ class GpuEnv {
       move_part(*job_, 0);
       __syncwarp();  // every lane's share is stored (and ordered before what follows)
     } else {
-      for (std::uint64_t i = 0; i < body; ++i) dst[i] = src[i];
+      move_solo(dst, src, body);
     }
     if (body != 0 && level(scope) > unsettled_) unsettled_ = level(scope);
     if (publish) {
@@ -159,8 +187,10 @@ class GpuEnv {
   Unsettled unsettled_ = kNone;
 };
 
-/// Epochs are published every kEpochSweeps sweeps (and once at start).
+/// Epochs are published every kEpochSweeps sweeps (and once at start); the stop flag and the
+/// table's high mark are read every kFlagSweeps sweeps.
 constexpr std::uint64_t kEpochSweeps = 16;
+constexpr std::uint64_t kFlagSweeps = 16;
 
 /// Warps per engine block: more warps take more blocks (one SM each, in practice), so the
 /// register budget of a warp stays that of a small block.
@@ -186,13 +216,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   ArenaHeader* h = arena.hdr();
   std::uint64_t sweeps = 0;
   sync::store_release(&h->epoch[warp], std::uint64_t{1});  // the heartbeat the host waits for
-  while (sync::load_host_flag(&h->engine_stop) == 0) {
-    const std::uint32_t n = sync::load_host_flag(&h->qp_high);
-    for (std::uint32_t slot = warp; slot < n; slot += warps) {
-      QpCtx& q = arena.qps()[slot];
-      if (sync::load_polled(&q.qpn) != 0) soft::Hca<GpuEnv>::step(env, q);
+  std::uint32_t n = 0;
+  for (;; ++sweeps) {
+    // The host's flags change rarely: a sweep costs the QPs' own loads only.
+    if (sweeps % kFlagSweeps == 0) {
+      if (sync::load_host_flag(&h->engine_stop) != 0) break;
+      n = sync::load_host_flag(&h->qp_high);
     }
-    if (++sweeps % kEpochSweeps == 0) sync::store_release(&h->epoch[warp], sweeps + 1);
+    for (std::uint32_t slot = warp; slot < n; slot += warps) soft::Hca<GpuEnv>::step_slot(env, arena.qps()[slot]);
+    if ((sweeps + 1) % kEpochSweeps == 0) sync::store_release(&h->epoch[warp], sweeps + 2);
   }
   job->stop = 1;
   __syncwarp();  // release the helpers
