@@ -10,10 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gpuverbs/host/verbs.hpp>
@@ -566,6 +570,64 @@ TEST(GpuEngineTwoGpus, PingPongBetweenTwoEnginesOverPeerMemory) {
   cudaFreeHost(st);
 }
 
+// ---- Child processes ---------------------------------------------------------------------------
+// Tests that need a process of their own (a second engine reached through CUDA IPC, a GPU filled
+// on purpose, a CUDA context killed on purpose) spawn this binary again with a mode flag that
+// main() dispatches on; the parent bounds the child's lifetime and reads its exit status.
+
+/// Spawns this binary as `test_gpu_engine args...`; fds[i] becomes the child's descriptor 3 + i.
+/// The child's stdout and stderr are the parent's. -1 if the spawn failed.
+pid_t spawn_self(const std::vector<std::string>& args, const std::vector<int>& fds = {}) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  for (std::size_t i = 0; i < fds.size(); ++i) posix_spawn_file_actions_adddup2(&fa, fds[i], static_cast<int>(3 + i));
+  std::vector<std::string> all{"test_gpu_engine"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
+}
+
+struct ChildEnd {
+  bool killed = false;  ///< still running at the limit: killed with SIGKILL
+  bool lost = false;    ///< waitpid failed: the status is unknown
+  int status = 0;       ///< waitpid status
+  std::string text() const {
+    if (killed) return "did not finish in time and was killed";
+    if (lost) return "could not be waited for";
+    if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return std::string("died of signal ") + strsignal(WTERMSIG(status));
+    return "ended with wait status " + std::to_string(status);
+  }
+  bool ok() const { return !killed && !lost && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+/// Waits for child `pid` at most `limit`, then kills it: a hung child fails its test instead
+/// of hanging the suite.
+ChildEnd wait_child(pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  ChildEnd end;
+  for (;;) {
+    const pid_t r = waitpid(pid, &end.status, WNOHANG);
+    if (r == pid) return end;
+    if (r < 0 && errno != EINTR) {
+      end.lost = true;
+      return end;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      (void)waitpid(pid, &end.status, 0);
+      end.killed = true;
+      return end;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 // Two processes: this test spawns the binary again as `--ipc-child <rfd> <wfd> <gpu>`. The
 // child opens its own GPU engine, connects to the parent's QP through CUDA IPC, WRITEs a seeded
 // pattern into the parent's buffer with immediate data, then lets the parent READ its buffer.
@@ -643,16 +705,8 @@ TEST(GpuEngineTwoProcesses, WriteImmAndReadThroughCudaIpc) {
   int to_child[2], from_child[2];
   ASSERT_EQ(pipe2(to_child, O_CLOEXEC), 0);
   ASSERT_EQ(pipe2(from_child, O_CLOEXEC), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, to_child[0], 3);
-  posix_spawn_file_actions_adddup2(&fa, from_child[1], 4);
-  const std::string gpu = std::to_string(child_gpu);
-  char arg0[] = "test_gpu_engine", arg1[] = "--ipc-child", arg2[] = "3", arg3[] = "4";
-  char* argv[] = {arg0, arg1, arg2, arg3, const_cast<char*>(gpu.c_str()), nullptr};
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
+  const pid_t pid = spawn_self({"--ipc-child", "3", "4", std::to_string(child_gpu)}, {to_child[0], from_child[1]});
+  ASSERT_GT(pid, 0) << "posix_spawn of the child failed";
   ::close(to_child[0]);
   ::close(from_child[1]);
   const int wfd = to_child[1], rfd = from_child[0];
@@ -699,9 +753,8 @@ TEST(GpuEngineTwoProcesses, WriteImmAndReadThroughCudaIpc) {
     ASSERT_EQ(res->poll, Status::kOk) << gv::describe(res->c);
     EXPECT_EQ(stream.get(buf + kIpcBytes, kIpcBytes), pattern);
     ASSERT_TRUE(write_all(wfd, "d", 1));
-    int wst = 0;
-    ASSERT_EQ(waitpid(pid, &wst, 0), pid);
-    EXPECT_TRUE(WIFEXITED(wst) && WEXITSTATUS(wst) == 0) << "child exit status " << wst;
+    const ChildEnd end = wait_child(pid, std::chrono::seconds(60));
+    EXPECT_TRUE(end.ok()) << "the IPC child " << end.text();
     mr.reset();
     dev->free(buf);
   }
@@ -740,6 +793,7 @@ TEST(GpuEngineHazards, BadOptionsAreRefusedWithAReason) {
     EXPECT_NE(std::string(e.what()).find("same DeviceOptions::engine"), std::string::npos) << e.what();
   }
 }
+
 
 }  // namespace
 
