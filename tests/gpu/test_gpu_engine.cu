@@ -13,11 +13,15 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gpuverbs/host/verbs.hpp>
@@ -795,11 +799,197 @@ TEST(GpuEngineHazards, BadOptionsAreRefusedWithAReason) {
 }
 
 
+// ---- Hazards in a process of their own ---------------------------------------------------------
+// Each runs in a child (`--hazard-child <mode> <gpu>`): a GPU filled on purpose or a CUDA
+// context killed on purpose must not touch the rest of the suite, and a hang in any CUDA call
+// must end as a failure (the parent kills the child at its limit). The child prints a note to
+// stderr before each step, so a killed child's log says where it stopped, and exits 0 only if
+// every check passed.
+
+__global__ void trap_kernel() { __trap(); }
+
+/// Notes and failures of a hazard child, on stderr.
+struct ChildLog {
+  const char* mode;
+  void note(const std::string& s) const { std::fprintf(stderr, "[%s child] %s\n", mode, s.c_str()); }
+  int fail(int code, const std::string& why) const {
+    note("FAILED (exit " + std::to_string(code) + "): " + why);
+    return code;
+  }
+};
+
+#define CHILD_CUDA(log, code, expr)                                                       \
+  do {                                                                                    \
+    const cudaError_t child_e_ = (expr);                                                  \
+    if (child_e_ != cudaSuccess) return (log).fail(code, std::string(#expr) + ": " + cudaGetErrorString(child_e_)); \
+  } while (0)
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Two connected QPs of one device and a buffer for each: one RDMA WRITE between them is how a
+/// hazard child asks "does this device's engine execute work?".
+class WritePair {
+ public:
+  explicit WritePair(gv::Device& dev) : dev_(dev) {
+    pd_ = dev_.alloc_pd();
+    for (int i = 0; i < 2; ++i) {
+      cq_[i] = dev_.create_cq(16);
+      qp_[i] = pd_->create_qp(*cq_[i], *cq_[i]);
+    }
+    qp_[0]->connect(qp_[1]->info());
+    qp_[1]->connect(qp_[0]->info());
+    for (int i = 0; i < 2; ++i) {
+      buf_[i] = static_cast<std::uint8_t*>(dev_.alloc(kBytes));
+      mr_[i] = pd_->reg_mr(buf_[i], kBytes, kAllAccess);
+    }
+  }
+  ~WritePair() {
+    for (auto& m : mr_) m.reset();
+    for (auto* b : buf_) dev_.free(b);
+    for (auto& q : qp_) q.reset();
+    for (auto& c : cq_) c.reset();
+  }
+  WritePair(const WritePair&) = delete;
+  WritePair& operator=(const WritePair&) = delete;
+
+  /// One seeded WRITE from side 0 to side 1 (poisoned first), posted and polled by a kernel on
+  /// `s`. Empty if it completed and the bytes arrived, else what went wrong.
+  std::string write_once(KernelResult* res, cudaStream_t s, std::uint64_t seed) {
+    const auto pattern = random_bytes(kBytes, seed);
+    const std::vector<std::uint8_t> poison(kBytes, 0x5a);
+    if (cudaMemcpyAsync(buf_[0], pattern.data(), kBytes, cudaMemcpyHostToDevice, s) != cudaSuccess ||
+        cudaMemcpyAsync(buf_[1], poison.data(), kBytes, cudaMemcpyHostToDevice, s) != cudaSuccess ||
+        cudaStreamSynchronize(s) != cudaSuccess)
+      return "setting up the buffers failed";
+    SendWr wr;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.flags = gv::ib::kWrSignaled;
+    wr.num_sge = 1;
+    wr.remote_addr = reinterpret_cast<std::uint64_t>(buf_[1]);
+    wr.rkey = mr_[1]->rkey();
+    std::memset(res, 0xcd, sizeof(*res));  // poison
+    post_and_poll<<<1, 1, 0, s>>>(qp_[0]->device_handle(), cq_[0]->device_handle(), wr,
+                                  Sge{reinterpret_cast<std::uint64_t>(buf_[0]), kBytes, mr_[0]->lkey()}, res);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) return std::string("the post-and-poll kernel: ") + cudaGetErrorString(e);
+    if (res->post != Status::kOk || res->poll != Status::kOk)
+      return std::string("the WRITE: post ") + gv::to_string(res->post) + ", poll " + gv::to_string(res->poll) +
+             " (" + gv::describe(res->c) + ")";
+    std::vector<std::uint8_t> got(kBytes);
+    if (cudaMemcpyAsync(got.data(), buf_[1], kBytes, cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+        cudaStreamSynchronize(s) != cudaSuccess)
+      return "reading the target back failed";
+    if (got != pattern) return "the WRITE completed but the target does not hold the source's bytes";
+    return {};
+  }
+
+ private:
+  static constexpr std::uint32_t kBytes = 4096;  // above the engine's solo threshold: all 32 lanes move it
+  gv::Device& dev_;
+  std::unique_ptr<gv::ProtectionDomain> pd_;
+  std::unique_ptr<gv::CompletionQueue> cq_[2];
+  std::unique_ptr<gv::QueuePair> qp_[2];
+  std::uint8_t* buf_[2] = {};
+  std::unique_ptr<gv::MemoryRegion> mr_[2];
+};
+
+/// A fault in a user kernel kills the CUDA context and with it the engine: the watchdog reports
+/// kEngineFailed, and the device and its objects still close, promptly.
+int hazard_engine_killed(int gpu) {
+  const ChildLog log{"engine-killed"};
+  CHILD_CUDA(log, 10, cudaSetDevice(gpu));
+  cudaStream_t s = nullptr;
+  CHILD_CUDA(log, 11, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  KernelResult* res = nullptr;
+  CHILD_CUDA(log, 12, cudaMallocHost(&res, sizeof(*res)));
+  auto dev = gv::Device::open("soft", engine_on(gpu));
+  auto pair = std::make_unique<WritePair>(*dev);
+  if (auto err = pair->write_once(res, s, 51); !err.empty()) return log.fail(13, "before the fault: " + err);
+  if (auto ev = dev->poll_async_event()) return log.fail(14, "asynchronous event before the fault: " + ev->message);
+  log.note("engine works; launching a kernel that traps");
+  trap_kernel<<<1, 1, 0, s>>>();
+  cudaError_t fault = cudaGetLastError();  // the fault itself may already show here
+  if (fault == cudaSuccess) fault = cudaStreamSynchronize(s);
+  if (fault == cudaSuccess) return log.fail(16, "the trapping kernel completed without an error: no fault to report");
+  log.note(std::string("the fault: ") + cudaGetErrorString(fault) + "; waiting for kEngineFailed");
+  // Until the watchdog's event is queued, poll_async_event reads the engine's event ring and
+  // throws (the context is dead); those errors are expected, the event must still come.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<gv::AsyncEvent> ev;
+  std::string last_error;
+  while (!ev && seconds_since(t0) < 10) {
+    try {
+      ev = dev->poll_async_event();
+    } catch (const gv::Error& e) {
+      last_error = e.what();
+    }
+    if (!ev) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!ev) return log.fail(17, "no asynchronous event within 10 s of the fault (last poll error: " + last_error + ")");
+  if (ev->type != gv::AsyncEvent::Type::kEngineFailed)
+    return log.fail(18, "the first event is not kEngineFailed: " + ev->message);
+  for (const char* want : {"ended unexpectedly", "close it"})
+    if (ev->message.find(want) == std::string::npos)
+      return log.fail(19, "the kEngineFailed message lacks \"" + std::string(want) + "\": " + ev->message);
+  log.note("kEngineFailed after " + std::to_string(seconds_since(t0)) + " s: " + ev->message);
+  try {
+    dev->resume();
+    return log.fail(20, "resume() of a failed engine succeeded");
+  } catch (const gv::Error& e) {
+    if (std::string(e.what()).find("kEngineFailed") == std::string::npos)
+      return log.fail(20, std::string("resume() of a failed engine: ") + e.what());
+  }
+  // Closing must neither wait for the dead engine's epochs nor throw from a destructor
+  // (std::terminate); the parent's limit catches a hang.
+  log.note("closing the device's objects and the device");
+  const auto t1 = std::chrono::steady_clock::now();
+  pair.reset();
+  dev.reset();
+  if (seconds_since(t1) > 10) return log.fail(21, "closing took " + std::to_string(seconds_since(t1)) + " s");
+  log.note("closed in " + std::to_string(seconds_since(t1)) + " s");
+  return 0;
+}
+
+/// The child side of the hazard tests: its exit code (0 = every check passed).
+int hazard_child(const std::string& mode, int gpu) {
+  int rc = 2;
+  try {
+    if (mode == "engine-killed") rc = hazard_engine_killed(gpu);
+    else std::fprintf(stderr, "hazard child: unknown mode %s\n", mode.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[%s child] FAILED (exit 3): unexpected exception: %s\n", mode.c_str(), e.what());
+    rc = 3;
+  }
+  // The verdict is in: leave without static destructors or CUDA's teardown (a dead context,
+  // or a failed open's detached cleanup thread still inside CUDA), which are not under test.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(rc);
+}
+
+/// Runs `--hazard-child <mode> 0` and expects it to pass within `limit`.
+void expect_hazard_child_passes(const char* mode, std::chrono::seconds limit) {
+  const pid_t pid = spawn_self({"--hazard-child", mode, "0"});
+  ASSERT_GT(pid, 0) << "posix_spawn of the child failed";
+  const ChildEnd end = wait_child(pid, limit);
+  EXPECT_TRUE(end.ok()) << "the " << mode << " child " << end.text() << " (limit " << limit.count()
+                        << " s); its notes on stderr above say where and why";
+}
+
+TEST(GpuEngineHazards, AnEngineKilledByAFaultIsReportedAndTheDeviceStillCloses) {
+  GV_REQUIRE_GPUS(1);
+  expect_hazard_child_passes("engine-killed", std::chrono::seconds(60));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 5 && std::strcmp(argv[1], "--ipc-child") == 0)
     return ipc_child(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]));
+  if (argc == 4 && std::strcmp(argv[1], "--hazard-child") == 0) return hazard_child(argv[2], std::atoi(argv[3]));
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
