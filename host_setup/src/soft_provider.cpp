@@ -271,7 +271,7 @@ class SoftProvider final : public Provider {
     if (on_gpu()) {
 #if GPUVERBS_HAVE_CUDA
       try {
-        start_gpu_engine();
+        start_gpu_engine(false);
       } catch (...) {
         abandon_gpu_arena();
         throw;
@@ -621,7 +621,7 @@ class SoftProvider final : public Provider {
     std::lock_guard lk(mu_);
     if (engine_failed_) throw Error("Device::resume: the GPU engine failed (AsyncEvent kEngineFailed); close the device");
     if (engine_running_) throw Error("Device::resume: the GPU engine is running; quiesce() first");
-    start_gpu_engine();
+    start_gpu_engine(true);
 #endif
   }
 
@@ -772,7 +772,9 @@ class SoftProvider final : public Provider {
     }).detach();
   }
 
-  void start_gpu_engine() {
+  /// Launches the engine and waits for its heartbeat; open() and resume() (`resuming`).
+  void start_gpu_engine(bool resuming) {
+    const std::string who = resuming ? "Device::resume" : "Device::open(soft)";
     ArenaHeader* h = tab_.hdr();
     h->engine_stop = 0;
     for (auto& e : h->epoch) e = 0;
@@ -781,7 +783,7 @@ class SoftProvider final : public Provider {
     {
       DeviceGuard g(gpu_);
       cuda_check(launch_gpu_engine(engine_stream_, arena_, getpid(), warps_),
-                 "Device::open(soft): launching the GPU engine");
+                 who + ": launching the GPU engine");
     }
     // The engine must be resident before anyone relies on it: a GPU full of long-running
     // kernels would otherwise leave every post unanswered without a word.
@@ -790,10 +792,11 @@ class SoftProvider final : public Provider {
       if (std::chrono::steady_clock::now() > deadline) {
         h->engine_stop = 1;
         push(&h->engine_stop, sizeof(h->engine_stop));
-        throw Error("Device::open(soft): the GPU engine did not start within 5 s on GPU " +
-                    std::to_string(gpu_) + ": kernels already running there occupy it (the engine "
-                    "needs one block of " + std::to_string(warps_) + " warps for the device's "
-                    "lifetime); open the device before launching long-running kernels");
+        throw Error(who + ": the GPU engine did not start within 5 s on GPU " + std::to_string(gpu_) +
+                    ": kernels already running there occupy it (the engine needs one block of " +
+                    std::to_string(warps_) + " warps for the device's lifetime); " +
+                    (resuming ? "call resume() again once they have ended"
+                              : "open the device before launching long-running kernels"));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
