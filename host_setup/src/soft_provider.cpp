@@ -273,7 +273,7 @@ class SoftProvider final : public Provider {
     if (on_gpu()) {
 #if GPUVERBS_HAVE_CUDA
       try {
-        start_gpu_engine();
+        start_gpu_engine(false);
       } catch (...) {
         abandon_gpu_arena();
         throw;
@@ -380,7 +380,7 @@ class SoftProvider final : public Provider {
     std::lock_guard lk(mu_);
     std::uint32_t* k = &tab_.mrs()[soft::mr_slot(key)].key;
     sync::store_release(k, std::uint32_t{0});
-    push(k, sizeof(*k));
+    (void)try_push(k, sizeof(*k));  // fails only with the engine's context dead
   }
 
   // ---- completion queues ----
@@ -417,7 +417,7 @@ class SoftProvider final : public Provider {
     std::lock_guard lk(mu_);
     CqCtx& c = tab_.cqs()[cqn - 1];
     sync::store_release(&c.cqn, std::uint32_t{0});
-    push(&c.cqn, sizeof(c.cqn));
+    if (!try_push(&c.cqn, sizeof(c.cqn))) return;  // the engine may not know: keep the ring
     heap_.release(c.ring_off);
     heap_.release(c.dbrec_off);
     free_counters(cq_state_[cqn - 1]);
@@ -477,8 +477,9 @@ class SoftProvider final : public Provider {
     std::lock_guard lk(mu_);
     QpCtx& q = ctx(qpn);
     sync::store_release(&q.qpn, std::uint32_t{0});
-    push(&q.qpn, sizeof(q.qpn));
-    wait_engine_sweep("destroy_qp");  // no engine warp still holds the QP's rings
+    // Free the rings only once no engine warp can still hold them; otherwise they stay
+    // allocated (a failed engine, or a dead context, is not waited for).
+    if (!try_push(&q.qpn, sizeof(q.qpn)) || !engine_swept()) return;
     heap_.release(q.sq_off);
     heap_.release(q.rq_off);
     heap_.release(q.dbrec_off);
@@ -609,6 +610,7 @@ class SoftProvider final : public Provider {
 #if GPUVERBS_HAVE_CUDA
     if (!on_gpu()) return;
     std::lock_guard lk(mu_);
+    if (engine_failed_) throw Error("Device::quiesce: the GPU engine failed (AsyncEvent kEngineFailed); close the device");
     if (!engine_running_) throw Error("Device::quiesce: the GPU engine is already stopped; call resume() first");
     const cudaError_t e = stop_gpu_engine_nothrow();
     cuda_check(e, "Device::quiesce: the GPU engine ended with an error");
@@ -619,8 +621,9 @@ class SoftProvider final : public Provider {
 #if GPUVERBS_HAVE_CUDA
     if (!on_gpu()) return;
     std::lock_guard lk(mu_);
+    if (engine_failed_) throw Error("Device::resume: the GPU engine failed (AsyncEvent kEngineFailed); close the device");
     if (engine_running_) throw Error("Device::resume: the GPU engine is running; quiesce() first");
-    start_gpu_engine();
+    start_gpu_engine(true);
 #endif
   }
 
@@ -771,7 +774,9 @@ class SoftProvider final : public Provider {
     }).detach();
   }
 
-  void start_gpu_engine() {
+  /// Launches the engine and waits for its heartbeat; open() and resume() (`resuming`).
+  void start_gpu_engine(bool resuming) {
+    const std::string who = resuming ? "Device::resume" : "Device::open(soft)";
     ArenaHeader* h = tab_.hdr();
     h->engine_stop = 0;
     for (auto& e : h->epoch) e = 0;
@@ -780,7 +785,7 @@ class SoftProvider final : public Provider {
     {
       DeviceGuard g(gpu_);
       cuda_check(launch_gpu_engine(engine_stream_, arena_, getpid(), warps_),
-                 "Device::open(soft): launching the GPU engine");
+                 who + ": launching the GPU engine");
     }
     // The engine must be resident before anyone relies on it: a GPU full of long-running
     // kernels would otherwise leave every post unanswered without a word.
@@ -789,10 +794,11 @@ class SoftProvider final : public Provider {
       if (std::chrono::steady_clock::now() > deadline) {
         h->engine_stop = 1;
         push(&h->engine_stop, sizeof(h->engine_stop));
-        throw Error("Device::open(soft): the GPU engine did not start within 5 s on GPU " +
-                    std::to_string(gpu_) + ": kernels already running there occupy it (the engine "
-                    "needs one block of " + std::to_string(warps_) + " warps for the device's "
-                    "lifetime); open the device before launching long-running kernels");
+        throw Error(who + ": the GPU engine did not start within 5 s on GPU " + std::to_string(gpu_) +
+                    ": kernels already running there occupy it (the engine needs one block of " +
+                    std::to_string(warps_) + " warps for the device's lifetime); " +
+                    (resuming ? "call resume() again once they have ended"
+                              : "open the device before launching long-running kernels"));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
@@ -851,6 +857,8 @@ class SoftProvider final : public Provider {
       }
       if (!why.empty()) {
         reported = true;
+        engine_failed_ = true;
+        if (e != cudaErrorNotReady) engine_running_ = false;  // ended: nothing left to stop or wait for
         plk.unlock();
         {
           std::lock_guard elk(events_mu_);
@@ -876,6 +884,17 @@ class SoftProvider final : public Provider {
 #else
     (void)p, (void)n;
 #endif
+  }
+
+  /// push() for teardown (destructors of MRs, CQs and QPs): false instead of a throw when the
+  /// copy fails, as it does once a fault has killed the CUDA context.
+  bool try_push(const void* p, std::size_t n) noexcept {
+    try {
+      push(p, n);
+      return true;
+    } catch (...) {
+      return false;
+    }
   }
 
   /// The engine's current value of a table field (the field itself for the CPU engine).
@@ -929,26 +948,29 @@ class SoftProvider final : public Provider {
     push(&q.state, sizeof(q.state));
   }
 
-  /// After a QP left the table: wait until every engine warp finished a sweep, so none still
-  /// uses the QP's rings (GPU engine; the CPU engine sweeps under mu_, which we hold).
-  void wait_engine_sweep(const char* who) {
+  /// After a QP left the table: true once every engine warp has finished a sweep, so none still
+  /// uses the QP's rings (GPU engine; the CPU engine sweeps under mu_, which we hold). False,
+  /// without waiting, for an engine the watchdog reported (it may never sweep again), and after
+  /// 2 s without a sweep: the caller then keeps the rings allocated (a destructor cannot throw).
+  bool engine_swept() noexcept {
 #if GPUVERBS_HAVE_CUDA
-    if (!on_gpu() || !engine_running_) return;
-    std::uint64_t seen[soft::kMaxEngineWarps];
-    for (std::uint32_t w = 0; w < warps_; ++w) seen[w] = pull(tab_.hdr()->epoch[w]);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    for (std::uint32_t w = 0; w < warps_; ++w) {
-      while (pull(tab_.hdr()->epoch[w]) == seen[w]) {
-        if (std::chrono::steady_clock::now() > deadline)
-          throw Error(std::string(who) + ": the GPU engine on GPU " + std::to_string(gpu_) +
-                      " did not complete a sweep within 2 s (it is not running); the queue's "
-                      "memory stays allocated");
-        std::this_thread::yield();
+    if (!on_gpu() || !engine_running_) return true;
+    if (engine_failed_) return false;
+    try {
+      std::uint64_t seen[soft::kMaxEngineWarps];
+      for (std::uint32_t w = 0; w < warps_; ++w) seen[w] = pull(tab_.hdr()->epoch[w]);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      for (std::uint32_t w = 0; w < warps_; ++w) {
+        while (pull(tab_.hdr()->epoch[w]) == seen[w]) {
+          if (std::chrono::steady_clock::now() > deadline) return false;
+          std::this_thread::yield();
+        }
       }
+    } catch (...) {
+      return false;  // the engine's state cannot be read (dead context)
     }
-#else
-    (void)who;
 #endif
+    return true;
   }
 
   /// GPU engine: the peer arena's address in this process (same arena, another device of this
@@ -1139,6 +1161,7 @@ class SoftProvider final : public Provider {
   std::map<std::string, void*> ipc_peers_;
 #endif
   bool engine_running_ = false;
+  bool engine_failed_ = false;  ///< the watchdog reported kEngineFailed (under mu_)
   std::atomic<std::uint32_t> qp_high_{0};
   std::atomic<bool> stop_{false};
   std::mutex mu_;  ///< guards tables and heap; the CPU engine holds it for each sweep

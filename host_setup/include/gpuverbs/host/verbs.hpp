@@ -133,7 +133,9 @@ class Device {
 
   /// GPU engine: stop the engine kernel (its queues keep their state) so that device-wide
   /// synchronising CUDA calls can return; work posted meanwhile waits for resume(). Nothing
-  /// to do for the CPU engine. Not reentrant: one quiesce() per resume().
+  /// to do for the CPU engine. Not reentrant: one quiesce() per resume(). resume() waits up to
+  /// 5 s for the engine to start and throws if kernels filling the GPU keep it out (call it
+  /// again once they have ended). Both throw once the engine failed (AsyncEvent::kEngineFailed).
   void quiesce();
   void resume();
 
