@@ -175,6 +175,14 @@ class CpuEnv {
     sync::store_release(static_cast<std::uint8_t*>(d) + n - 1, last);
   }
 
+  std::uint64_t fetch_add(std::uint64_t* t, std::uint64_t v) { return sync::fetch_add(t, v); }
+  std::uint64_t compare_swap(std::uint64_t* t, std::uint64_t expected, std::uint64_t desired) {
+    sync::compare_exchange(t, expected, desired);  // expected <- the value found
+    return expected;
+  }
+  /// memcpy and host atomics cannot fail softly.
+  std::uint8_t take_fault() { return 0; }
+
  private:
   Arena own_;
   std::string path_;
