@@ -13,6 +13,13 @@
 //   void     env.copy(void* d, const void* s, uint64_t n, bool publish)
 //              move n bytes; with `publish` the last byte is stored last, with release, so
 //              a receiver polling the last byte sees the whole message (PCIe write order)
+//   uint64_t env.fetch_add(uint64_t* t, uint64_t v)
+//   uint64_t env.compare_swap(uint64_t* t, uint64_t expected, uint64_t desired)
+//              the responder's 8-byte atomics on a resolved target; both return the value
+//              found. Atomic with respect to every other verbs atomic of this process's engines
+//              (IBV_ATOMIC_HCA), not necessarily with respect to other stores to the target
+//   uint8_t  env.take_fault()            0, or the syndrome of a data movement that failed
+//              since the last call (a CPU engine's CUDA copy); finish() fails the WQE with it
 //   uint64_t env.now_ns()
 //   int32_t  env.self_pid()              process whose private (non-arena) memory we reach
 //   Scope    env.scope(const Arena&)     scope whose observers must see this engine's stores to
@@ -416,6 +423,7 @@ class Hca {
   GV_HD static Exec finish(Env& env, QpCtx& q, const ParsedWqe& w, std::uint8_t syndrome) {
     const Arena& a = env.own();
     const auto idx = static_cast<std::uint16_t>(q.sq_head);
+    if (const std::uint8_t fault = env.take_fault(); syndrome == 0) syndrome = fault;
     if (syndrome != 0) {
       env.settle();
       push_cqe(a, q.send_cq, make_err_cqe(true, q.qpn, w.opcode, idx, syndrome), env.scope(a));
@@ -664,10 +672,9 @@ class Hca {
         auto* t = reinterpret_cast<std::uint64_t*>(target);
         std::uint64_t old;
         if (w.opcode == m5::kOpAtomicFa) {
-          old = sync::fetch_add(t, w.swap_add);
+          old = env.fetch_add(t, w.swap_add);
         } else {
-          old = w.compare;
-          sync::compare_exchange(t, old, w.swap_add);  // old <- the value found
+          old = env.compare_swap(t, w.compare, w.swap_add);
         }
         // The original value lands in host byte order (ConnectX in host-endian atomic mode).
         env.copy(w.local[0], &old, 8, true);

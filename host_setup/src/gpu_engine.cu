@@ -111,6 +111,14 @@ class GpuEnv {
     return &peer_;
   }
 
+  __device__ std::uint64_t fetch_add(std::uint64_t* t, std::uint64_t v) { return sync::fetch_add(t, v); }
+  __device__ std::uint64_t compare_swap(std::uint64_t* t, std::uint64_t expected, std::uint64_t desired) {
+    sync::compare_exchange(t, expected, desired);  // expected <- the value found
+    return expected;
+  }
+  /// Loads and stores cannot fail softly: a bad address traps the engine (the watchdog says so).
+  __device__ std::uint8_t take_fault() { return 0; }
+
   /// Move n bytes, 32 lanes wide beyond kSoloBytes. With `publish`, the last byte is stored
   /// last with release at the widest scope of the message's destinations, or, for a message
   /// that fits one naturally aligned store (1, 2, 4 or 8 bytes) and follows no unsettled

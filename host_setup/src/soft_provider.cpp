@@ -1,7 +1,8 @@
 // The software HCA provider: an arena, its tables, and the engine that executes WQEs with the
 // semantics of soft/hca.hpp. Two placements:
 // - CPU engine: the arena is a memfd (mapped by peers in other processes via
-//   /proc/<pid>/fd/<fd>), executed by a host thread.
+//   /proc/<pid>/fd/<fd>), executed by a host thread. MRs over GPU memory of this process are
+//   served through CUDA copies on the engine's own streams (CpuEnv).
 // - GPU engine: the arena is GPU memory (shared with other processes through CUDA IPC),
 //   executed by a persistent kernel (gpu_engine.cu). The host keeps its own copy of the header
 //   and tables (tab_) and publishes every change with a copy on its control stream; it reads
@@ -18,8 +19,10 @@
 #include <deque>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -137,12 +140,78 @@ Mapping map_arena_path(const char* path) {
   return m;
 }
 
-/// The CPU engine's environment for soft::Hca: host memory, peers mapped on first use.
+#if GPUVERBS_HAVE_CUDA
+/// GPU memory registered with the CPU-engine devices of this process: the ranges whose bytes
+/// the CPU engines move with CUDA copies instead of memcpy. Process-wide, because an engine
+/// also writes into its peers' MRs, which may belong to another Device of this process. Host
+/// memory never enters it: while no GPU memory is registered the host path pays one load, and
+/// otherwise a shared lock and a scan of the registered GPU ranges (few, in practice).
+class GpuRanges {
+ public:
+  /// Called before the MR's key is published, so an engine that resolved the key finds it.
+  void add(std::uintptr_t begin, std::size_t len, int gpu) {
+    std::unique_lock lk(mu_);
+    ranges_.push_back(Range{begin, begin + len, gpu});
+    any_.store(true, std::memory_order_release);
+  }
+  void remove(std::uintptr_t begin, std::size_t len) {
+    std::unique_lock lk(mu_);
+    for (auto it = ranges_.begin(); it != ranges_.end(); ++it) {
+      if (it->begin == begin && it->end == begin + len) {
+        ranges_.erase(it);
+        break;
+      }
+    }
+    any_.store(!ranges_.empty(), std::memory_order_release);
+  }
+  bool any() const { return any_.load(std::memory_order_acquire); }
+  /// The GPU holding registered memory at a, else at b; -1 if neither is registered GPU memory.
+  int find(const void* a, const void* b = nullptr) const {
+    const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+    std::shared_lock lk(mu_);
+    int found = -1;
+    for (const Range& r : ranges_) {
+      if (pa >= r.begin && pa < r.end) return r.gpu;
+      if (pb >= r.begin && pb < r.end) found = r.gpu;
+    }
+    return found;
+  }
+
+ private:
+  struct Range {
+    std::uintptr_t begin, end;
+    int gpu;
+  };
+  mutable std::shared_mutex mu_;
+  std::vector<Range> ranges_;
+  std::atomic<bool> any_{false};
+};
+GpuRanges g_gpu_ranges;
+
+/// Serialises the CPU engines' read-modify-writes of atomics on GPU memory, process-wide: they
+/// are atomic with respect to each other (IBV_ATOMIC_HCA), not to GPU threads' own atomics.
+std::mutex g_gpu_atomics_mu;
+#endif
+
+/// The CPU engine's environment for soft::Hca (see the Env contract in soft/hca.hpp): host
+/// memory moved with memcpy and host atomics, registered GPU memory (with CUDA) through copies
+/// on streams the engine owns, peers mapped on first use.
 class CpuEnv {
  public:
-  CpuEnv(Arena own, std::string own_path) : own_(own), path_(std::move(own_path)), pid_(getpid()) {}
+  /// `report(qpn, message)`: an asynchronous event for the device's owner (a failed copy).
+  using Report = std::function<void(std::uint32_t, std::string)>;
+  CpuEnv(Arena own, std::string own_path, Report report)
+      : own_(own), path_(std::move(own_path)), pid_(getpid()), report_(std::move(report)) {}
   ~CpuEnv() {
     for (auto& [path, p] : peers_) munmap(p.arena.base, p.size);
+#if GPUVERBS_HAVE_CUDA
+    for (std::size_t g = 0; g < streams_.size(); ++g) {
+      if (streams_[g] == nullptr) continue;
+      (void)cudaSetDevice(static_cast<int>(g));
+      (void)cudaStreamDestroy(streams_[g]);  // fails harmlessly if CUDA is already unloading
+    }
+    (void)cudaGetLastError();
+#endif
   }
   CpuEnv(const CpuEnv&) = delete;
   CpuEnv& operator=(const CpuEnv&) = delete;
@@ -151,6 +220,9 @@ class CpuEnv {
   std::int32_t self_pid() const { return pid_; }
   std::uint64_t now_ns() const { return sync::now_ns(); }
   sync::Scope scope(const Arena&) const { return sync::Scope::kSystem; }
+
+  /// The QP whose WQEs the engine executes next (named in reports of failed copies).
+  void set_current_qp(std::uint32_t qpn) { qpn_ = qpn; }
 
   const Arena* peer(const QpCtx& q) {
     if (std::strncmp(q.peer_arena, path_.c_str(), soft::kMaxPathLen) == 0) return &own_;
@@ -162,9 +234,14 @@ class CpuEnv {
     return &(peers_[key] = MappedPeer{Arena{m.base}, m.size}).arena;
   }
 
-  /// Host data mover. With `publish`, the last byte is stored last with release semantics:
-  /// a receiver polling it sees the whole message, as with an HCA's in-order PCIe writes.
+  /// Data mover. With `publish`, the last byte is stored last with release semantics: a
+  /// receiver polling it sees the whole message, as with an HCA's in-order PCIe writes.
   void copy(void* d, const void* s, std::uint64_t n, bool publish) {
+#if GPUVERBS_HAVE_CUDA
+    if (g_gpu_ranges.any()) {
+      if (const int gpu = g_gpu_ranges.find(d, s); gpu >= 0) return gpu_copy(gpu, d, s, n, publish);
+    }
+#endif
     if (!publish) {
       std::memcpy(d, s, n);
       return;
@@ -177,10 +254,126 @@ class CpuEnv {
   /// Every copy is settled when it returns (its last byte is a release store).
   void settle() {}
 
+  std::uint64_t fetch_add(std::uint64_t* t, std::uint64_t v) {
+#if GPUVERBS_HAVE_CUDA
+    if (g_gpu_ranges.any()) {
+      if (const int gpu = g_gpu_ranges.find(t); gpu >= 0)
+        return gpu_rmw(gpu, t, [v](std::uint64_t cur, std::uint64_t& next) { next = cur + v; return true; });
+    }
+#endif
+    return sync::fetch_add(t, v);
+  }
+
+  std::uint64_t compare_swap(std::uint64_t* t, std::uint64_t expected, std::uint64_t desired) {
+#if GPUVERBS_HAVE_CUDA
+    if (g_gpu_ranges.any()) {
+      if (const int gpu = g_gpu_ranges.find(t); gpu >= 0)
+        return gpu_rmw(gpu, t, [=](std::uint64_t cur, std::uint64_t& next) {
+          next = desired;
+          return cur == expected;
+        });
+    }
+#endif
+    sync::compare_exchange(t, expected, desired);  // expected <- the value found
+    return expected;
+  }
+
+  std::uint8_t take_fault() {
+    const std::uint8_t f = fault_;
+    fault_ = 0;
+    return f;
+  }
+
  private:
+#if GPUVERBS_HAVE_CUDA
+  /// Moves bytes of which one side is GPU memory with cudaMemcpyAsync on the engine's own
+  /// non-blocking stream of `gpu` and waits for it. Never the legacy default stream and never
+  /// cudaMemcpy: a kernel on the legacy stream that waits for a completion would wait for us
+  /// while we waited for it. With `publish`, n - 1 bytes first, then the last byte.
+  void gpu_copy(int gpu, void* d, const void* s, std::uint64_t n, bool publish) {
+    if (fault_ != 0) return;  // the WQE has failed already: move nothing more for it
+    const cudaStream_t st = stream(gpu);
+    if (st == nullptr) return;
+    auto* dst = static_cast<std::byte*>(d);
+    const auto* src = static_cast<const std::byte*>(s);
+    const std::uint64_t body = publish ? n - 1 : n;
+    if (body != 0 && !move(st, dst, src, body)) return;
+    if (publish) (void)move(st, dst + n - 1, src + n - 1, 1);  // after the body is complete
+  }
+
+  bool move(cudaStream_t st, void* d, const void* s, std::uint64_t n) {
+    cudaError_t e = cudaMemcpyAsync(d, s, n, cudaMemcpyDefault, st);
+    const char* what = "cudaMemcpyAsync";
+    if (e == cudaSuccess) {
+      e = cudaStreamSynchronize(st);
+      what = "cudaStreamSynchronize";
+    }
+    if (e == cudaSuccess) return true;
+    fail(std::string(what) + " of " + std::to_string(n) + " bytes from " +
+             hex(reinterpret_cast<std::uintptr_t>(s)) + " to " + hex(reinterpret_cast<std::uintptr_t>(d)),
+         e);
+    return false;
+  }
+
+  /// Read-modify-write of 8 bytes of GPU memory under the process-wide atomics lock. `f(cur,
+  /// next)` says whether to store `next`. Returns the value found (0 after a failure, which
+  /// fails the WQE).
+  template <class F>
+  std::uint64_t gpu_rmw(int gpu, std::uint64_t* t, F f) {
+    if (fault_ != 0) return 0;
+    const cudaStream_t st = stream(gpu);
+    if (st == nullptr) return 0;
+    std::lock_guard lk(g_gpu_atomics_mu);
+    std::uint64_t cur = 0, next = 0;
+    if (!move(st, &cur, t, 8)) return 0;
+    if (f(cur, next) && next != cur) (void)move(st, t, &next, 8);
+    return cur;
+  }
+
+  /// The engine's stream on `gpu` (created on first use), made current for this thread.
+  cudaStream_t stream(int gpu) {
+    if (static_cast<std::size_t>(gpu) >= streams_.size()) streams_.resize(gpu + 1, nullptr);
+    cudaError_t e = cudaSuccess;
+    if (gpu != cur_gpu_) {
+      e = cudaSetDevice(gpu);
+      if (e != cudaSuccess) {
+        fail("cudaSetDevice(" + std::to_string(gpu) + ")", e);
+        return nullptr;
+      }
+      cur_gpu_ = gpu;
+    }
+    if (streams_[gpu] == nullptr) {
+      e = cudaStreamCreateWithFlags(&streams_[gpu], cudaStreamNonBlocking);
+      if (e != cudaSuccess) {
+        streams_[gpu] = nullptr;
+        fail("cudaStreamCreateWithFlags on GPU " + std::to_string(gpu), e);
+        return nullptr;
+      }
+    }
+    return streams_[gpu];
+  }
+
+  /// A failed copy fails the WQE being executed (LOCAL_PROT_ERR through take_fault(), and its
+  /// QP enters the error state) and raises an asynchronous event that says why.
+  void fail(const std::string& what, cudaError_t e) {
+    (void)cudaGetLastError();  // clear a non-sticky error for the next WQE
+    fault_ = m5::kSyndLocalProtErr;
+    if (report_)
+      report_(qpn_, "QP " + hex(qpn_) + ": the CPU engine's " + what + " failed (" + cudaGetErrorString(e) +
+                        "); the WQE completed with a local protection error and the QP is in error. "
+                        "Is the registered GPU memory still allocated?");
+  }
+
+  std::vector<cudaStream_t> streams_;  ///< by GPU; the engine's own non-blocking streams
+  int cur_gpu_ = -1;
+#endif
+
   Arena own_;
   std::string path_;
   std::int32_t pid_;
+  Report report_;
+  std::uint32_t qpn_ = 0;
+  std::uint8_t fault_ = 0;
   struct MappedPeer {
     Arena arena;
     std::size_t size;
@@ -301,6 +494,7 @@ class SoftProvider final : public Provider {
     }
     stop_.store(true);
     engine_.join();
+    for (std::uint32_t i = 0; i < kMaxMrs; ++i) forget_gpu_mr(i);  // MRs left registered
 #if GPUVERBS_HAVE_CUDA
     if (gpu_mapped_) (void)cudaHostUnregister(arena_.base);
 #endif
@@ -355,7 +549,7 @@ class SoftProvider final : public Provider {
       throw Error("reg_mr: [" + hex(a) + ", +" + std::to_string(len) +
                   ") lies in the device's memory but not inside one live Device::alloc "
                   "allocation (freed, or past its end)");
-    if (!in_arena) check_reachable(addr);
+    const int gpu = in_arena ? -1 : check_reachable(addr);
     std::uint32_t slot = 0;
     while (slot < kMaxMrs && tab_.mrs()[slot].key != 0) ++slot;
     if (slot == kMaxMrs)
@@ -370,6 +564,12 @@ class SoftProvider final : public Provider {
     e.length = len;
     e.arena_off = off;
     push(&e, sizeof(e));  // key still 0: the engine ignores the slot
+#if GPUVERBS_HAVE_CUDA
+    if (gpu >= 0) g_gpu_ranges.add(a, len, gpu);  // before the key: the engine then finds it
+    gpu_mr_[slot] = gpu >= 0;
+#else
+    (void)gpu;
+#endif
     const std::uint32_t key = (slot << 8) | mr_tags_[slot];
     sync::store_release(&e.key, key);
     push(&e.key, sizeof(e.key));
@@ -378,9 +578,11 @@ class SoftProvider final : public Provider {
 
   void dereg_mr(std::uint32_t key) override {
     std::lock_guard lk(mu_);
-    std::uint32_t* k = &tab_.mrs()[soft::mr_slot(key)].key;
+    const std::uint32_t slot = soft::mr_slot(key);
+    std::uint32_t* k = &tab_.mrs()[slot].key;
     sync::store_release(k, std::uint32_t{0});
     (void)try_push(k, sizeof(*k));  // fails only with the engine's context dead
+    forget_gpu_mr(slot);
   }
 
   // ---- completion queues ----
@@ -1058,22 +1260,18 @@ class SoftProvider final : public Provider {
     heap_.release(arena_offset(p));
   }
 
-  /// Memory outside the arena that an MR may cover: what this provider's engine can load and
-  /// store. The CPU engine: host memory. The GPU engine: memory of its GPU, of a GPU it can
-  /// reach as a peer, and host memory pinned and mapped for the GPUs.
-  void check_reachable(const void* addr) const {
+  /// Memory outside the arena that an MR may cover: what this provider's engine can reach.
+  /// The CPU engine: host memory (loads and stores) and memory of any GPU (CUDA copies).
+  /// The GPU engine: memory of its GPU, of a GPU it can reach as a peer, and host memory
+  /// pinned and mapped for the GPUs. Returns the GPU holding `addr` if the CPU engine must
+  /// move its bytes with CUDA copies, else -1.
+  int check_reachable(const void* addr) const {
 #if GPUVERBS_HAVE_CUDA
     cudaPointerAttributes at{};
     const cudaError_t e = cudaPointerGetAttributes(&at, addr);
     (void)cudaGetLastError();
     const bool cuda_known = e == cudaSuccess;
-    if (!on_gpu()) {
-      if (cuda_known && at.type == cudaMemoryTypeDevice)
-        throw Error("reg_mr: the soft provider's CPU engine cannot reach GPU memory; register "
-                    "host memory from Device::alloc (open the device with map_to_gpus for "
-                    "kernels), or open it with DeviceOptions::engine = kGpu");
-      return;
-    }
+    if (!on_gpu()) return cuda_known && at.type == cudaMemoryTypeDevice ? at.device : -1;
     if (!cuda_known || at.type == cudaMemoryTypeUnregistered)
       throw Error("reg_mr: the GPU engine cannot reach pageable host memory at " +
                   hex(reinterpret_cast<std::uintptr_t>(addr)) +
@@ -1095,6 +1293,19 @@ class SoftProvider final : public Provider {
 #else
     (void)addr;
 #endif
+    return -1;
+  }
+
+  /// Drop the GPU range of MR slot `slot` (CPU engine) from the process's registry.
+  void forget_gpu_mr(std::uint32_t slot) {
+#if GPUVERBS_HAVE_CUDA
+    if (!gpu_mr_[slot]) return;
+    gpu_mr_[slot] = false;
+    const MrEntry& e = tab_.mrs()[slot];
+    g_gpu_ranges.remove(e.addr, e.length);
+#else
+    (void)slot;
+#endif
   }
 
   std::uint64_t heap_alloc_or_throw(const char* who, std::uint64_t bytes, std::uint64_t align) {
@@ -1115,7 +1326,10 @@ class SoftProvider final : public Provider {
   }
 
   void engine_loop() {
-    CpuEnv env(arena_, path_);
+    CpuEnv env(arena_, path_, [this](std::uint32_t qpn, std::string why) {
+      std::lock_guard elk(events_mu_);
+      engine_events_.push_back(AsyncEvent{AsyncEvent::Type::kCopyFailed, qpn, std::move(why)});
+    });
     std::uint32_t idle = 0;
     while (!stop_.load(std::memory_order_relaxed)) {
       bool any = false;
@@ -1124,7 +1338,9 @@ class SoftProvider final : public Provider {
         const std::uint32_t n = qp_high_.load();
         for (std::uint32_t i = 0; i < n; ++i) {
           QpCtx& q = arena_.qps()[i];
-          if (sync::load_acquire(&q.qpn) != 0) any |= soft::Hca<CpuEnv>::step(env, q);
+          if (sync::load_acquire(&q.qpn) == 0) continue;
+          env.set_current_qp(q.qpn);
+          any |= soft::Hca<CpuEnv>::step(env, q);
         }
       }
       // Spin while busy; when idle, yield, then sleep briefly so an idle device costs no core.
@@ -1147,12 +1363,13 @@ class SoftProvider final : public Provider {
   unsigned char ipc_[64] = {};
   Heap heap_;
   std::vector<std::uint8_t> mr_tags_;
+  std::vector<bool> gpu_mr_ = std::vector<bool>(kMaxMrs, false);  ///< CPU engine: slot covers GPU memory
   void* cq_state_[kMaxCqs] = {};
   void* qp_state_[kMaxQps] = {};
   std::uint32_t last_pdn_ = 0;
   std::mutex events_mu_;
   std::uint64_t events_read_ = 0;
-  std::deque<AsyncEvent> engine_events_;  ///< raised by the watchdog
+  std::deque<AsyncEvent> engine_events_;  ///< raised by the watchdog or the CPU engine's copies
   bool gpu_mapped_ = false;
   int gpu_ = -1;  ///< GPU engine: its GPU; -1 for the CPU engine
   std::uint32_t warps_ = 0;

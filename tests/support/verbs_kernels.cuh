@@ -1,6 +1,6 @@
-// Kernels shared by the GPU test programs: one work request posted and its completion polled,
-// a receive posted, a completion polled, and one side of a WRITE ping-pong that checks every
-// message. Each test program includes this once (kernels are defined here).
+// Kernels shared by the GPU test programs: one work request (one SGE or several) posted and its
+// completion polled, a receive posted, a completion polled, and one side of a WRITE ping-pong
+// that checks every message. Each test program includes this once (kernels are defined here).
 #pragma once
 #include <gpuverbs/ib.hpp>
 
@@ -20,6 +20,21 @@ struct KernelResult {
 __global__ void post_and_poll(const __grid_constant__ gv::ib::QpHandle qp, const __grid_constant__ gv::ib::CqHandle cq,
                               SendWr wr, Sge sge, KernelResult* out) {
   wr.sg_list = &sge;
+  out->post = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
+  out->poll = out->post == Status::kOk ? gv::ib::poll_cq<Ownership::kExclusive>(cq, out->c) : Status::kEmpty;
+}
+
+/// Up to four SGEs by value, for work requests that gather from (or scatter to) several.
+struct Sges {
+  Sge s[4];
+  std::uint32_t n = 0;
+};
+
+__global__ void post_sges_and_poll(const __grid_constant__ gv::ib::QpHandle qp,
+                                   const __grid_constant__ gv::ib::CqHandle cq, SendWr wr, Sges sges,
+                                   KernelResult* out) {
+  wr.sg_list = sges.s;
+  wr.num_sge = sges.n;
   out->post = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
   out->poll = out->post == Status::kOk ? gv::ib::poll_cq<Ownership::kExclusive>(cq, out->c) : Status::kEmpty;
 }

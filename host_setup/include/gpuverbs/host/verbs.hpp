@@ -41,7 +41,9 @@ const char* to_string(QpState s);
 /// An asynchronous error raised by the provider outside any completion.
 struct AsyncEvent {
   /// kEngineFailed: the GPU engine ended or stopped advancing; the device raised abort.
-  enum class Type : std::uint32_t { kCqOverrun = 1, kQpFatal = 2, kEngineFailed = 3 };
+  /// kCopyFailed: a CUDA copy of the CPU engine (GPU memory) failed; the WQE of QP `number`
+  /// completed with a local protection error and the QP is in error.
+  enum class Type : std::uint32_t { kCqOverrun = 1, kQpFatal = 2, kEngineFailed = 3, kCopyFailed = 4 };
   Type type;
   std::uint32_t number;   ///< CQN or QPN
   std::string message;    ///< what happened and what to do
@@ -56,7 +58,11 @@ struct DeviceOptions {
   /// in kernels. Needs a CUDA build and a GPU; open() says so if either is missing.
   bool map_to_gpus = false;
   /// Who executes the work requests of the soft provider:
-  /// - kCpu: a host thread; queues and Device::alloc memory in (shareable) host memory.
+  /// - kCpu: a host thread; queues and Device::alloc memory in (shareable) host memory. MRs
+  ///   may cover host memory and GPU memory of this process (cudaMalloc, any GPU): the thread
+  ///   moves GPU bytes with cudaMemcpyAsync on its own non-blocking stream, so a user kernel
+  ///   that waits for a completion on any stream cannot block it. Other processes' private
+  ///   memory stays unreachable (only Device::alloc memory is shared).
   /// - kGpu: a persistent kernel on GPU `gpu` (`engine_warps` warps, in blocks of up to 8, on
   ///   its own non-blocking stream, for the device's lifetime; warp w serves the QPs of table
   ///   slots w, w + engine_warps, ...); queues, tables and Device::alloc
@@ -149,7 +155,12 @@ class ProtectionDomain {
  public:
   ~ProtectionDomain();
   /// Register [addr, addr + length) with the given access. Remote write or atomic access
-  /// requires kLocalWrite too (as in ibv_reg_mr).
+  /// requires kLocalWrite too (as in ibv_reg_mr). What the engine reaches: see
+  /// DeviceOptions::engine. Atomics (FETCH_ADD, CMP_SWP) are atomic with respect to every other
+  /// verbs atomic of this process (IBV_ATOMIC_HCA); on GPU memory under the CPU engine they are
+  /// read-modify-writes through CUDA copies, not atomic with respect to GPU threads' own
+  /// atomics or stores to the same word. Deregister before freeing the memory, and only when
+  /// no work request targeting it is in flight.
   std::unique_ptr<MemoryRegion> reg_mr(void* addr, std::size_t length, std::uint32_t access);
   std::unique_ptr<QueuePair> create_qp(CompletionQueue& send_cq, CompletionQueue& recv_cq,
                                        const QpCaps& caps = {});
