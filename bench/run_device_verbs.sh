@@ -30,28 +30,26 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
 TARGETS="test_gpu_ib gv_gpu_verbs gv_pingpong"
-# grep reads all of the list (with -q it could stop early, and pipefail would see cmake's SIGPIPE).
-if cmake --build build-dev --target help 2>/dev/null | grep -w test_gpu_engine > /dev/null; then
-  TARGETS="test_gpu_ib test_gpu_engine gv_gpu_verbs gv_pingpong"
-fi
+TARGETS="test_gpu_ib test_gpu_engine test_gpu_cpu_engine gv_gpu_verbs gv_pingpong"
 # shellcheck disable=SC2086  # word splitting of the target lists is intended
 cmake --build build-dev -j16 --target $TARGETS ${EXTRA_TARGETS:-} >> "$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
 
 : > "$OUT/tests.log"
-for t in test_gpu_ib test_gpu_engine; do
-  [[ -x build-dev/tests/gpu/$t ]] || continue
+for t in test_gpu_ib test_gpu_engine test_gpu_cpu_engine; do
   log "$t"
   echo "## $t" >> "$OUT/tests.log"
-  echo "$t $(limited 120 "$OUT/tests.log" "build-dev/tests/gpu/$t")" | tee -a "$S"
+  echo "$t $(limited 240 "$OUT/tests.log" "build-dev/tests/gpu/$t")" | tee -a "$S"
 done
 grep -E "PASSED|FAILED|SKIPPED|Failure" "$OUT/tests.log" | head -30 | tee -a "$S"
 # Not test_gpu_engine: compute-sanitizer serialises kernels, and every test there needs the
 # resident engine to run beside the test's kernels (it hangs until the step's time limit).
-log "memcheck (test_gpu_ib)"
-echo "memcheck $(limited 150 "$OUT/sanitizer.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
-  build-dev/tests/gpu/test_gpu_ib)" | tee -a "$S"
-tail -3 "$OUT/sanitizer.log" | tee -a "$S"
+for t in test_gpu_ib test_gpu_cpu_engine; do
+  log "memcheck ($t)"
+  echo "memcheck $(limited 150 "$OUT/sanitizer.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
+    build-dev/tests/gpu/$t)" | tee -a "$S"
+  tail -3 "$OUT/sanitizer.log" | tee -a "$S"
+done
 if [[ -n "${GV_RACECHECK:-}" ]]; then
   log "racecheck (shared and warp posting)"
   echo "racecheck $(limited 90 "$OUT/sanitizer.log" compute-sanitizer --tool racecheck --error-exitcode 9 \
