@@ -44,8 +44,11 @@ done
 grep -E "PASSED|FAILED|SKIPPED|Failure" "$OUT/tests.log" | head -30 | tee -a "$S"
 # Not test_gpu_engine: compute-sanitizer serialises kernels, and every test there needs the
 # resident engine to run beside the test's kernels (it hangs until the step's time limit).
-for t in test_gpu_ib test_gpu_cpu_engine; do
+# Nor test_gpu_cpu_engine's two-engine atomics stress: under memcheck its 1600 copy-based
+# atomics outlast the kernels' bounded waits (run 7: a timeout, nothing else).
+for t in test_gpu_ib "test_gpu_cpu_engine --gtest_filter=-*LoseNothing"; do
   log "memcheck ($t)"
+  # shellcheck disable=SC2086  # the test's name and filter split into words
   echo "memcheck $(limited 150 "$OUT/sanitizer.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
     build-dev/tests/gpu/$t)" | tee -a "$S"
   tail -3 "$OUT/sanitizer.log" | tee -a "$S"

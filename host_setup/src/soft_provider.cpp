@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -387,6 +388,19 @@ void cuda_check(cudaError_t e, const std::string& what) {
     (void)cudaGetLastError();
     throw Error(what + ": " + cudaGetErrorString(e));
   }
+}
+
+/// Zero n bytes of GPU memory with copies from host memory, then wait for them. Not cudaMemset:
+/// a memset is a kernel, and while user kernels occupy every SM it would wait for them (open()
+/// could not report that the engine cannot start; a QP could not be created beside a
+/// persistent user kernel). Copies need only the copy engines.
+void clear_by_copies(void* p, std::size_t n, cudaStream_t s, const std::string& what) {
+  static const std::vector<std::byte> zeros(std::size_t{1} << 20);
+  for (std::size_t off = 0; off < n; off += zeros.size())
+    cuda_check(cudaMemcpyAsync(static_cast<std::byte*>(p) + off, zeros.data(), std::min(zeros.size(), n - off),
+                               cudaMemcpyHostToDevice, s),
+               what);
+  cuda_check(cudaStreamSynchronize(s), what);
 }
 
 // A resident engine and lazy module loading deadlock: with CUDA_MODULE_LOADING=LAZY (the
@@ -922,8 +936,7 @@ class SoftProvider final : public Provider {
     try {
       cuda_check(cudaStreamCreateWithFlags(&ctl_, cudaStreamNonBlocking), "Device::open(soft): control stream");
       cuda_check(cudaStreamCreateWithFlags(&engine_stream_, cudaStreamNonBlocking), "Device::open(soft): engine stream");
-      cuda_check(cudaMemsetAsync(p, 0, size, ctl_), "Device::open(soft): clearing the arena");
-      cuda_check(cudaStreamSynchronize(ctl_), "Device::open(soft): clearing the arena");
+      clear_by_copies(p, size, ctl_, "Device::open(soft): clearing the arena");
       cudaIpcMemHandle_t h{};
       if (cudaIpcGetMemHandle(&h, p) == cudaSuccess) {
         static_assert(sizeof(h) == sizeof(ipc_));
@@ -1132,8 +1145,7 @@ class SoftProvider final : public Provider {
   void zero_at(std::uint64_t off, std::size_t n) {
 #if GPUVERBS_HAVE_CUDA
     if (on_gpu()) {
-      cuda_check(cudaMemsetAsync(arena_.base + off, 0, n, ctl_), "soft GPU engine: ring setup");
-      cuda_check(cudaStreamSynchronize(ctl_), "soft GPU engine: ring setup");
+      clear_by_copies(arena_.base + off, n, ctl_, "soft GPU engine: ring setup");
       return;
     }
 #endif
