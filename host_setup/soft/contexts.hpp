@@ -94,7 +94,6 @@ struct ArenaHeader {
   AsyncEvent events[kAsyncEventSlots];
   // ---- GPU engine only (the CPU engine's loop lives in the host library) ----
   std::uint32_t qp_high;      ///< slots below this may hold QPs (host-written)
-  std::uint32_t engine_stop;  ///< host raises it to end the engine kernel
   /// Sweeps completed by each engine warp, published every few sweeps and at start: the
   /// heartbeat, and the quiescence point for destroy (an advance seen after a QP left the
   /// table means no warp still uses it).

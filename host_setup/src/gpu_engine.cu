@@ -195,17 +195,18 @@ class GpuEnv {
   Unsettled unsettled_ = kNone;
 };
 
-/// Epochs are published every kEpochSweeps sweeps (and once at start); the stop flag and the
-/// table's high mark are read every kFlagSweeps sweeps.
+/// Epochs are published every kEpochSweeps sweeps (and once at start); the table's high mark
+/// is read every kFlagSweeps sweeps, the beacon's stop flag every kStopSweeps.
 constexpr std::uint64_t kEpochSweeps = 16;
 constexpr std::uint64_t kFlagSweeps = 16;
+constexpr std::uint64_t kStopSweeps = 64;
 
 /// Warps per engine block: more warps take more blocks (one SM each, in practice), so the
 /// register budget of a warp stays that of a small block.
 constexpr std::uint32_t kWarpsPerBlock = 8;
 
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    engine_kernel(Arena arena, std::int32_t pid, std::uint32_t warps) {
+    engine_kernel(Arena arena, std::int32_t pid, std::uint32_t warps, EngineBeacon* beacon) {
   __shared__ MoveJob jobs[kWarpsPerBlock];
   const unsigned warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp >= warps) return;  // the last block's spare warps
@@ -223,14 +224,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   GpuEnv env(arena, pid, job);
   ArenaHeader* h = arena.hdr();
   std::uint64_t sweeps = 0;
-  sync::store_release(&h->epoch[warp], std::uint64_t{1});  // the heartbeat the host waits for
+  sync::store_release(&h->epoch[warp], std::uint64_t{1});  // the first heartbeat
+  if (warp == 0) sync::store_release(&beacon->started, 1u, sync::Scope::kSystem);
   std::uint32_t n = 0;
   for (;; ++sweeps) {
-    // The host's flags change rarely: a sweep costs the QPs' own loads only.
-    if (sweeps % kFlagSweeps == 0) {
-      if (sync::load_host_flag(&h->engine_stop) != 0) break;
-      n = sync::load_host_flag(&h->qp_high);
-    }
+    // The host's flags change rarely: most sweeps cost the QPs' own loads only. The stop flag
+    // lies in host memory (a PCIe round trip), the table's high mark in the arena.
+    if (sweeps % kStopSweeps == 0 && sync::load_host_flag(&beacon->stop) != 0) break;
+    if (sweeps % kFlagSweeps == 0) n = sync::load_host_flag(&h->qp_high);
     for (std::uint32_t slot = warp; slot < n; slot += warps) soft::Hca<GpuEnv>::step_slot(env, arena.qps()[slot]);
     if ((sweeps + 1) % kEpochSweeps == 0) sync::store_release(&h->epoch[warp], sweeps + 2);
   }
@@ -241,9 +242,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 }  // namespace
 
 cudaError_t launch_gpu_engine(cudaStream_t stream, soft::Arena arena, std::int32_t pid,
-                              std::uint32_t warps) {
+                              std::uint32_t warps, EngineBeacon* beacon) {
   const std::uint32_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  engine_kernel<<<blocks, 32 * (warps < kWarpsPerBlock ? warps : kWarpsPerBlock), 0, stream>>>(arena, pid, warps);
+  engine_kernel<<<blocks, 32 * (warps < kWarpsPerBlock ? warps : kWarpsPerBlock), 0, stream>>>(arena, pid, warps, beacon);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,6 @@
 // The software HCA's GPU engine: a persistent kernel that executes the WQEs of one arena in
 // GPU memory with the semantics of soft/hca.hpp. Internal to host_setup; the soft provider
-// starts it on its own non-blocking stream and stops it through ArenaHeader::engine_stop.
+// starts it on its own non-blocking stream and stops it through the EngineBeacon.
 #pragma once
 #include <cstdint>
 
@@ -10,9 +10,16 @@
 
 namespace gv::detail {
 
-/// Launch the engine kernel for `arena` (in memory of the current GPU) on `stream`: one block
-/// of `warps` warps (1..kMaxEngineWarps); warp w serves QP slots w, w + warps, ...
+/// The engine's start and stop, in pinned host memory mapped into the GPU: the host reads and
+/// writes it without a CUDA call (a copy could wait behind the engine's own pending launch).
+struct EngineBeacon {
+  std::uint32_t started;  ///< the engine raises it once resident
+  std::uint32_t stop;     ///< the host raises it to end the engine kernel
+};
+
+/// Launch the engine kernel for `arena` (in memory of the current GPU) on `stream`: `warps`
+/// warps (1..kMaxEngineWarps) in blocks of up to 8; warp w serves QP slots w, w + warps, ...
 cudaError_t launch_gpu_engine(cudaStream_t stream, soft::Arena arena, std::int32_t pid,
-                              std::uint32_t warps);
+                              std::uint32_t warps, EngineBeacon* beacon);
 
 }  // namespace gv::detail

@@ -937,6 +937,8 @@ class SoftProvider final : public Provider {
       cuda_check(cudaStreamCreateWithFlags(&ctl_, cudaStreamNonBlocking), "Device::open(soft): control stream");
       cuda_check(cudaStreamCreateWithFlags(&engine_stream_, cudaStreamNonBlocking), "Device::open(soft): engine stream");
       clear_by_copies(p, size, ctl_, "Device::open(soft): clearing the arena");
+      cuda_check(cudaHostAlloc(&beacon_, sizeof(EngineBeacon), cudaHostAllocMapped | cudaHostAllocPortable),
+                 "Device::open(soft): the GPU engine's beacon (pinned host memory)");
       cudaIpcMemHandle_t h{};
       if (cudaIpcGetMemHandle(&h, p) == cudaSuccess) {
         static_assert(sizeof(h) == sizeof(ipc_));
@@ -969,22 +971,24 @@ class SoftProvider final : public Provider {
     for (auto& [name, base] : ipc_peers_) (void)cudaIpcCloseMemHandle(base);
     if (ctl_) (void)cudaStreamDestroy(ctl_);
     if (engine_stream_) (void)cudaStreamDestroy(engine_stream_);
+    if (beacon_) (void)cudaFreeHost(beacon_);
     (void)cudaFree(arena_.base);
   }
 
   /// After a failed start: the engine's launch may still be queued behind other kernels, and
   /// its arena must outlive it. A detached thread frees everything once the launch has run
-  /// (it sees engine_stop and exits at once).
+  /// (it sees the beacon's stop and exits at once).
   void abandon_gpu_arena() {
     {
       std::lock_guard lk(g_gpu_arenas_mu);
       g_gpu_arenas.erase(path_);
     }
-    std::thread([gpu = gpu_, base = arena_.base, ctl = ctl_, es = engine_stream_] {
+    std::thread([gpu = gpu_, base = arena_.base, ctl = ctl_, es = engine_stream_, beacon = beacon_] {
       DeviceGuard g(gpu, false);
       (void)cudaStreamSynchronize(es);
       (void)cudaStreamDestroy(es);
       (void)cudaStreamDestroy(ctl);
+      (void)cudaFreeHost(beacon);
       (void)cudaFree(base);
     }).detach();
   }
@@ -993,22 +997,23 @@ class SoftProvider final : public Provider {
   void start_gpu_engine(bool resuming) {
     const std::string who = resuming ? "Device::resume" : "Device::open(soft)";
     ArenaHeader* h = tab_.hdr();
-    h->engine_stop = 0;
     for (auto& e : h->epoch) e = 0;
-    push(&h->engine_stop, sizeof(h->engine_stop));
     push(h->epoch, sizeof(h->epoch));
+    sync::store_relaxed(&beacon_->started, std::uint32_t{0});
+    sync::store_release(&beacon_->stop, std::uint32_t{0});
     {
       DeviceGuard g(gpu_);
-      cuda_check(launch_gpu_engine(engine_stream_, arena_, getpid(), warps_),
+      cuda_check(launch_gpu_engine(engine_stream_, arena_, getpid(), warps_, beacon_),
                  who + ": launching the GPU engine");
     }
     // The engine must be resident before anyone relies on it: a GPU full of long-running
-    // kernels would otherwise leave every post unanswered without a word.
+    // kernels would otherwise leave every post unanswered without a word. Its start is read
+    // from the beacon in mapped host memory, never with a copy: while the launch waits for an
+    // SM, copies on our other streams wait behind it (measured on H100 and H200).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (pull(h->epoch[0]) == 0) {
+    while (sync::load_acquire(&beacon_->started) == 0) {
       if (std::chrono::steady_clock::now() > deadline) {
-        h->engine_stop = 1;
-        push(&h->engine_stop, sizeof(h->engine_stop));
+        sync::store_release(&beacon_->stop, std::uint32_t{1});
         throw Error(who + ": the GPU engine did not start within 5 s on GPU " + std::to_string(gpu_) +
                     ": kernels already running there occupy it (the engine needs one block of " +
                     std::to_string(warps_) + " warps for the device's lifetime); " +
@@ -1021,15 +1026,9 @@ class SoftProvider final : public Provider {
   }
 
   cudaError_t stop_gpu_engine_nothrow() {
-    std::uint32_t* stop = &tab_.hdr()->engine_stop;
-    *stop = 1;
+    sync::store_release(&beacon_->stop, std::uint32_t{1});
     engine_running_ = false;
     DeviceGuard g(gpu_, false);
-    try {
-      push(stop, sizeof(*stop));
-    } catch (const Error&) {
-      return cudaErrorUnknown;  // the engine never learns to stop: do not wait for it
-    }
     return cudaStreamSynchronize(engine_stream_);
   }
 
@@ -1387,6 +1386,7 @@ class SoftProvider final : public Provider {
   std::uint32_t warps_ = 0;
 #if GPUVERBS_HAVE_CUDA
   cudaStream_t ctl_ = nullptr, engine_stream_ = nullptr;
+  EngineBeacon* beacon_ = nullptr;  ///< pinned, mapped: the engine's start and the host's stop
   std::map<std::string, void*> ipc_peers_;
 #endif
   bool engine_running_ = false;
