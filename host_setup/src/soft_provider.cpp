@@ -24,6 +24,7 @@
 #include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <memory>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -455,6 +456,45 @@ std::map<std::string, GpuArenaRef> g_gpu_arenas;
 
 constexpr char kGpuArenaPrefix[] = "gpu:";
 bool is_gpu_arena_name(const char* name) { return std::strncmp(name, kGpuArenaPrefix, 4) == 0; }
+
+#if GPUVERBS_HAVE_CUDA
+/// The outcome of a GPU engine launch made on a thread of its own (see start_gpu_engine).
+class EngineLaunch {
+ public:
+  void made(cudaError_t e) {
+    std::lock_guard lk(mu_);
+    err_ = e;
+    done_ = true;
+    cv_.notify_all();
+  }
+  void wait_made() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [this] { return done_; });
+  }
+  /// The launch's error (cudaSuccess while it is not made yet).
+  cudaError_t error() {
+    std::lock_guard lk(mu_);
+    return err_;
+  }
+  /// Whether the launch was made and its kernel has run to its end on `stream`.
+  bool ran(cudaStream_t stream) {
+    {
+      std::lock_guard lk(mu_);
+      if (!done_) return false;
+    }
+    const cudaError_t q = cudaStreamQuery(stream);
+    if (q == cudaErrorNotReady) return false;
+    (void)cudaGetLastError();
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  cudaError_t err_ = cudaSuccess;
+};
+#endif
 
 class SoftProvider final : public Provider {
  public:
@@ -983,8 +1023,10 @@ class SoftProvider final : public Provider {
       std::lock_guard lk(g_gpu_arenas_mu);
       g_gpu_arenas.erase(path_);
     }
-    std::thread([gpu = gpu_, base = arena_.base, ctl = ctl_, es = engine_stream_, beacon = beacon_] {
+    std::thread([gpu = gpu_, base = arena_.base, ctl = ctl_, es = engine_stream_, beacon = beacon_,
+                 launch = launch_] {
       DeviceGuard g(gpu, false);
+      if (launch) launch->wait_made();
       (void)cudaStreamSynchronize(es);
       (void)cudaStreamDestroy(es);
       (void)cudaStreamDestroy(ctl);
@@ -996,27 +1038,39 @@ class SoftProvider final : public Provider {
   /// Launches the engine and waits for its heartbeat; open() and resume() (`resuming`).
   void start_gpu_engine(bool resuming) {
     const std::string who = resuming ? "Device::resume" : "Device::open(soft)";
+    // A launch abandoned by an earlier failed start may still wait for an SM: a second
+    // engine must not join it (and a copy now would wait behind it).
+    if (launch_ && !launch_->ran(engine_stream_))
+      throw Error(who + ": the GPU engine's previous start is still waiting for an SM on GPU " + std::to_string(gpu_) +
+                  ": kernels running there occupy it; call resume() again once they have ended");
     ArenaHeader* h = tab_.hdr();
     for (auto& e : h->epoch) e = 0;
     push(h->epoch, sizeof(h->epoch));
     sync::store_relaxed(&beacon_->started, std::uint32_t{0});
     sync::store_release(&beacon_->stop, std::uint32_t{0});
-    {
-      DeviceGuard g(gpu_);
-      cuda_check(launch_gpu_engine(engine_stream_, arena_, getpid(), warps_, beacon_),
-                 who + ": launching the GPU engine");
-    }
+    // Launched from a thread of its own: on a GPU full of other kernels the launch itself can
+    // block (the driver grows the local-memory pool for the engine's stack, which waits for
+    // the running kernels), and open() must still report within 5 s.
+    launch_ = std::make_shared<EngineLaunch>();
+    std::thread([l = launch_, gpu = gpu_, es = engine_stream_, arena = arena_, warps = warps_, beacon = beacon_] {
+      DeviceGuard g(gpu, false);
+      l->made(launch_gpu_engine(es, arena, getpid(), warps, beacon));
+    }).detach();
     // The engine must be resident before anyone relies on it: a GPU full of long-running
     // kernels would otherwise leave every post unanswered without a word. Its start is read
     // from the beacon in mapped host memory, never with a copy: while the launch waits for an
     // SM, copies on our other streams wait behind it (measured on H100 and H200).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (sync::load_acquire(&beacon_->started) == 0) {
+      if (const auto e = launch_->error(); e != cudaSuccess) {
+        launch_->wait_made();
+        cuda_check(e, who + ": launching the GPU engine");
+      }
       if (std::chrono::steady_clock::now() > deadline) {
         sync::store_release(&beacon_->stop, std::uint32_t{1});
         throw Error(who + ": the GPU engine did not start within 5 s on GPU " + std::to_string(gpu_) +
-                    ": kernels already running there occupy it (the engine needs one block of " +
-                    std::to_string(warps_) + " warps for the device's lifetime); " +
+                    ": kernels already running there occupy it (the engine needs " + std::to_string(warps_) +
+                    " warps, in blocks of up to 8, for the device's lifetime); " +
                     (resuming ? "call resume() again once they have ended"
                               : "open the device before launching long-running kernels"));
       }
@@ -1387,6 +1441,7 @@ class SoftProvider final : public Provider {
 #if GPUVERBS_HAVE_CUDA
   cudaStream_t ctl_ = nullptr, engine_stream_ = nullptr;
   EngineBeacon* beacon_ = nullptr;  ///< pinned, mapped: the engine's start and the host's stop
+  std::shared_ptr<EngineLaunch> launch_;  ///< the engine's last launch (shared with its thread)
   std::map<std::string, void*> ipc_peers_;
 #endif
   bool engine_running_ = false;
