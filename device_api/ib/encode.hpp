@@ -5,6 +5,7 @@
 // warp can write one with one store per lane (wqe_octoword(k) is lane k's share).
 // Byte-identical to rdma-core's mlx5dv_set_ctrl_seg / mlx5dv_set_data_seg (unit-tested).
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -171,20 +172,35 @@ GV_HD GV_INLINE Octoword wqe_octoword(const SendWr& wr, std::uint32_t k, std::ui
   const std::uint32_t j = k - header_octowords(wr.opcode);
   if ((wr.flags & kWrInline) && carries_payload(wr.opcode)) {
     // Inline bytes: a 4-byte header, then the payload, zero-padded to the octoword.
-    alignas(16) std::uint8_t b[16];
     const std::uint64_t len = payload_bytes(wr);
-    for (std::uint32_t i = 0; i < 16; ++i) {
-      const std::uint64_t pos = std::uint64_t{j} * 16 + i;
-      b[i] = (pos >= sizeof(mlx5::InlineSeg) && pos - sizeof(mlx5::InlineSeg) < len)
-                 ? payload_byte(wr, pos - sizeof(mlx5::InlineSeg))
-                 : 0;
+    constexpr std::uint64_t kHead = sizeof(mlx5::InlineSeg);
+    Octoword o;
+    if (wr.num_sge == 1) {
+      // One SGE: sixteen independent byte loads assembled in registers, so they are in flight
+      // together (through payload_byte each waits for the one before; any alignment).
+      const auto* p = reinterpret_cast<const std::uint8_t*>(wr.sg_list[0].addr);
+      for (std::uint32_t q = 0; q < 4; ++q) {
+        std::uint32_t v = 0;
+        for (std::uint32_t i = 0; i < 4; ++i) {
+          const std::uint64_t pos = std::uint64_t{j} * 16 + 4 * q + i;
+          const std::uint32_t byte = pos >= kHead && pos - kHead < len ? p[pos - kHead] : 0u;
+          v |= byte << (8 * i);  // memory order: the byte at the lowest address is the low byte
+        }
+        o.w[q] = v;
+      }
+      static_assert(std::endian::native == std::endian::little, "Octoword words are little-endian");
+    } else {
+      alignas(16) std::uint8_t b[16];
+      for (std::uint32_t i = 0; i < 16; ++i) {
+        const std::uint64_t pos = std::uint64_t{j} * 16 + i;
+        b[i] = pos >= kHead && pos - kHead < len ? payload_byte(wr, pos - kHead) : 0;
+      }
+      std::memcpy(&o, b, 16);
     }
     if (j == 0) {
       const mlx5::InlineSeg h = make_inline_seg(static_cast<std::uint32_t>(len));
-      std::memcpy(b, &h, sizeof(h));
+      std::memcpy(&o.w[0], &h, sizeof(h));
     }
-    Octoword o;
-    std::memcpy(&o, b, 16);
     return o;
   }
   const Sge& s = nth_nonempty_sge(wr.sg_list, j);
