@@ -9,7 +9,8 @@
 //
 // The engine supplies an Env:
 //   Arena&   env.own()                    this engine's arena
-//   Arena*   env.peer(const QpCtx&)       the peer QP's arena, or null if unreachable
+//   Arena    env.peer(const QpCtx&)       the peer QP's arena (base null if unreachable); by
+//              value, so that the GPU engine keeps its Env in registers
 //   void     env.copy(void* d, const void* s, uint64_t n, bool publish)
 //              move n bytes; with `publish` the last byte is stored last, with release, so
 //              a receiver polling the last byte sees the whole message (PCIe write order)
@@ -24,6 +25,8 @@
 //   int32_t  env.self_pid()              process whose private (non-arena) memory we reach
 //   Scope    env.scope(const Arena&)     scope whose observers must see this engine's stores to
 //              that arena: its own GPU for a GPU engine's own arena, the system otherwise
+//   void     env.put(void* d, uint64_t v, uint32_t n, bool publish)
+//              store the n <= 8 low bytes of v (little-endian), as copy() would
 //   void     env.settle()                 order every byte copy() stored before what the engine
 //              stores next; called before a WQE moves data (RC order between messages),
 //              before a CQE and at the end of a burst. With `publish`, copy() may leave a
@@ -219,9 +222,6 @@ GV_HD GV_INLINE m5::Cqe make_err_cqe(bool requester, std::uint32_t qpn, std::uin
 // ---- WQE parsing ---------------------------------------------------------------------------
 
 inline constexpr std::uint32_t kMaxSge = 60;  ///< data segments one WQE can hold (ds <= 63)
-/// Local SGEs whose resolved addresses a ParsedWqe keeps: execute() checks every SGE, and the
-/// data move reuses these instead of loading the MR entries again.
-inline constexpr std::uint32_t kKeptSges = 4;
 
 struct ParsedWqe {
   std::uint8_t opcode = 0;
@@ -237,9 +237,44 @@ struct ParsedWqe {
   std::uint32_t inline_len = 0;
   std::uint32_t num_sge = 0;
   std::uint64_t length = 0;             ///< message length (sum of SGEs or inline length)
-  ib::Octoword head[4];                 ///< the first WQEBB, loaded in one round
-  std::byte* local[kKeptSges] = {};     ///< addresses of the first local SGEs (execute())
+  /// The first WQEBB, loaded in one round. Read only through first_bb() (constant indices):
+  /// on the GPU the engine keeps a WQE in registers, since its local memory costs an L2 round
+  /// trip after every fence.
+  ib::Octoword head[4];
+  std::byte* local0 = nullptr;          ///< the first local SGE's address (execute())
 };
+
+/// Octoword k (< 4) of the WQE's first WQEBB.
+GV_HD GV_INLINE ib::Octoword first_bb(const ParsedWqe& w, std::uint32_t k) {
+  switch (k) {
+    case 0: return w.head[0];
+    case 1: return w.head[1];
+    case 2: return w.head[2];
+    default: return w.head[3];
+  }
+}
+
+/// 4-byte word i (< 16) of the WQE's first WQEBB, as it lies in memory.
+GV_HD GV_INLINE std::uint32_t first_bb_word(const ParsedWqe& w, std::uint32_t i) {
+  const ib::Octoword o = first_bb(w, i / 4);
+  switch (i % 4) {
+    case 0: return o.w[0];
+    case 1: return o.w[1];
+    case 2: return o.w[2];
+    default: return o.w[3];
+  }
+}
+
+/// Bytes [at, at + n) of the first WQEBB (n <= 8, at + n <= 64), little-endian, from registers.
+GV_HD GV_INLINE std::uint64_t first_bb_bytes(const ParsedWqe& w, std::uint32_t at, std::uint32_t n) {
+  std::uint64_t v = 0;
+  for (std::uint32_t i = 0; i < 8; ++i) {
+    if (i >= n) break;
+    const std::uint32_t b = at + i;
+    v |= std::uint64_t{(first_bb_word(w, b / 4) >> (8 * (b % 4))) & 0xffu} << (8 * i);
+  }
+  return v;
+}
 
 /// Octoword k of the WQE at WQEBB counter `start`.
 GV_HD GV_INLINE ib::Octoword sq_oct(const std::byte* sq, std::uint32_t sq_bbs, std::uint64_t start,
@@ -250,7 +285,7 @@ GV_HD GV_INLINE ib::Octoword sq_oct(const std::byte* sq, std::uint32_t sq_bbs, s
 /// Octoword k of the parsed WQE at `start`: from its first WQEBB, already loaded, or the ring.
 GV_HD GV_INLINE ib::Octoword wqe_oct(const ParsedWqe& w, const std::byte* sq, std::uint32_t sq_bbs,
                                      std::uint64_t start, std::uint32_t k) {
-  return k < 4 ? w.head[k] : sq_oct(sq, sq_bbs, start, k);
+  return k < 4 ? first_bb(w, k) : sq_oct(sq, sq_bbs, start, k);
 }
 
 GV_HD GV_INLINE m5::DataSeg as_data_seg(const ib::Octoword& o) {
@@ -301,7 +336,7 @@ GV_HD GV_INLINE std::uint8_t parse_wqe(const QpCtx& q, const std::byte* sq, std:
   w.first_payload_oct = head;
   const std::uint32_t rest = w.ds - head;
   if (rest == 0) return 0;
-  const std::uint32_t bc = byteswap(w.head[head].w[0]);
+  const std::uint32_t bc = byteswap(first_bb(w, head).w[0]);
   if (bc & m5::kInlineSeg) {
     if (w.opcode == m5::kOpRdmaRead || head == 3) return m5::kSyndLocalQpOpErr;
     w.inl = true;
@@ -324,9 +359,47 @@ GV_HD GV_INLINE std::uint8_t parse_wqe(const QpCtx& q, const std::byte* sq, std:
 /// Outcome of trying to execute one WQE.
 enum class Exec : std::uint8_t { kDone, kFailed, kRnrWait };
 
-/// The part of a QpCtx its owner writes before the QP connects (qpn .. peer_pid): what a
-/// requester reads of its peer's QP, in one round of loads.
-inline constexpr std::size_t kQpConnBytes = offsetof(QpCtx, peer_base);
+/// What a requester reads of its peer's QP: the fields its owner writes before the QP
+/// connects, and its state.
+struct PeerQp {
+  std::uint32_t qpn, state, pdn, access, recv_cq, rq_wqes, rq_stride_shift, max_recv_sge,
+      min_rnr_timer, peer_qpn;
+  std::uint64_t rq_off, dbrec_off;
+};
+
+/// A field another agent may rewrite: ld.cg on the GPU (never a stale L1 line; the loads of
+/// one struct are all in flight together), a relaxed atomic load on the host.
+template <class T>
+GV_HD GV_INLINE T load_field(const T* p) {
+#if GV_DEVICE_PASS
+  if constexpr (sizeof(T) == 8) return static_cast<T>(__ldcg(reinterpret_cast<const unsigned long long*>(p)));
+  else return static_cast<T>(__ldcg(reinterpret_cast<const unsigned int*>(p)));
+#else
+  return sync::load_relaxed(p);
+#endif
+}
+
+/// The peer QP's fields, in one round of loads. Host: the qpn with acquire first (written last).
+GV_HD GV_INLINE PeerQp load_peer_qp(const QpCtx* q) {
+  PeerQp v;
+#if GV_DEVICE_PASS
+  v.qpn = load_field(&q->qpn);
+#else
+  v.qpn = sync::load_acquire(&q->qpn);
+#endif
+  v.state = load_field(&q->state);
+  v.pdn = load_field(&q->pdn);
+  v.access = load_field(&q->access);
+  v.recv_cq = load_field(&q->recv_cq);
+  v.rq_wqes = load_field(&q->rq_wqes);
+  v.rq_stride_shift = load_field(&q->rq_stride_shift);
+  v.max_recv_sge = load_field(&q->max_recv_sge);
+  v.min_rnr_timer = load_field(&q->min_rnr_timer);
+  v.peer_qpn = load_field(&q->peer_qpn);
+  v.rq_off = load_field(&q->rq_off);
+  v.dbrec_off = load_field(&q->dbrec_off);
+  return v;
+}
 
 template <class Env>
 class Hca {
@@ -336,12 +409,12 @@ class Hca {
 
   /// Serve one QP of this engine's arena (q holds a QP): execute rung WQEs, or flush
   /// everything after an error. Returns true if anything happened (for idle back-off).
-  GV_HD static bool step(Env& env, QpCtx& q) { return serve(env, q, false); }
+  GV_HD GV_INLINE static bool step(Env& env, QpCtx& q) { return serve(env, q, false); }
 
   /// step() for a table slot that may be free: its qpn is loaded in the same round as its
   /// doorbell (a free slot's stale offsets still point into the arena, so those loads are
   /// harmless). For the GPU engine; on the host the qpn's acquire must come first.
-  GV_HD static bool step_slot(Env& env, QpCtx& q) { return serve(env, q, true); }
+  GV_HD GV_INLINE static bool step_slot(Env& env, QpCtx& q) { return serve(env, q, true); }
 
  private:
   /// What a burst learned of the responder: its QP's connection fields and the MR of the last
@@ -352,12 +425,12 @@ class Hca {
   struct Responder {
     bool loaded = false;
     QpCtx* live = nullptr;    ///< the responder's QpCtx (receive counter, error state)
-    QpCtx conn;               ///< its connection fields (kQpConnBytes)
+    PeerQp conn;              ///< its connection fields
     std::uint32_t mr_key = 0;  ///< key of `mr` (0: none loaded)
     MrEntry mr{};
   };
 
-  GV_HD static bool serve(Env& env, QpCtx& q, bool check_qpn) {
+  GV_HD GV_INLINE static bool serve(Env& env, QpCtx& q, bool check_qpn) {
     const Arena& a = env.own();
     // One round of polled loads (qpn, state, doorbell, doorbell record) for an idle QP; only
     // a QP with work pays for the acquire fence.
@@ -414,13 +487,13 @@ class Hca {
     return progressed;
   }
 
-  GV_HD static std::uint8_t local_syndrome(MemCheck c) {
+  GV_HD GV_INLINE static std::uint8_t local_syndrome(MemCheck c) {
     return c == MemCheck::kOk ? 0 : m5::kSyndLocalProtErr;
   }
 
   /// Complete the WQE at sq_head: success CQE if signaled, error CQE always. The data moved
   /// so far is settled (visible to its observers) before a CQE.
-  GV_HD static Exec finish(Env& env, QpCtx& q, const ParsedWqe& w, std::uint8_t syndrome) {
+  GV_HD GV_INLINE static Exec finish(Env& env, QpCtx& q, const ParsedWqe& w, std::uint8_t syndrome) {
     const Arena& a = env.own();
     const auto idx = static_cast<std::uint16_t>(q.sq_head);
     if (const std::uint8_t fault = env.take_fault(); syndrome == 0) syndrome = fault;
@@ -442,7 +515,7 @@ class Hca {
 
   /// Take the next receive WQE of the QP whose doorbell record lies at `dbrec_off` of `pa`
   /// and whose receive counter is `rq_head`, or report that none is posted.
-  GV_HD static bool claim_recv(const Arena& pa, std::uint64_t dbrec_off, std::uint64_t* rq_head,
+  GV_HD GV_INLINE static bool claim_recv(const Arena& pa, std::uint64_t dbrec_off, std::uint64_t* rq_head,
                                std::uint64_t& idx) {
     const auto* dbrec = pa.at<m5::QpDbrec>(dbrec_off);
     for (;;) {
@@ -462,7 +535,7 @@ class Hca {
 
   /// RNR: the responder has no receive WQE. Retry after its RNR timer, up to rnr_retry times
   /// (7 = forever); then fail the WQE with RNR_RETRY_EXC_ERR.
-  GV_HD static Exec rnr(Env& env, QpCtx& q, const QpCtx& pv, const ParsedWqe& w) {
+  GV_HD GV_INLINE static Exec rnr(Env& env, QpCtx& q, const PeerQp& pv, const ParsedWqe& w) {
     if (!q.rnr_active) {
       q.rnr_active = 1;
       q.rnr_left = q.rnr_retry;
@@ -478,8 +551,8 @@ class Hca {
 
   /// Deliver a SEND's payload into receive WQE `ridx` of the responder (`pv`: its QP's
   /// connection fields). Returns the responder-side syndrome (0 on success).
-  GV_HD static std::uint8_t scatter_recv(Env& env, const QpCtx& q, const std::byte* sq,
-                                         const ParsedWqe& w, const Arena& pa, const QpCtx& pv,
+  GV_HD GV_INLINE static std::uint8_t scatter_recv(Env& env, const QpCtx& q, const std::byte* sq,
+                                         const ParsedWqe& w, const Arena& pa, const PeerQp& pv,
                                          std::uint64_t ridx) {
     const std::byte* rwqe = pa.at<std::byte>(pv.rq_off) +
                             (std::uint64_t{ib::ring_slot(ridx, pv.rq_wqes)} << pv.rq_stride_shift);
@@ -507,10 +580,10 @@ class Hca {
     return 0;
   }
 
-  /// Address of local SGE i of the WQE (checked by execute()).
-  GV_HD static std::byte* local_sge(Env& env, const QpCtx& q, const ParsedWqe& w,
-                                    const m5::DataSeg& d, std::uint32_t i) {
-    if (i < kKeptSges) return w.local[i];
+  /// Address of local SGE i of the WQE (checked by execute(), which keeps the first).
+  GV_HD GV_INLINE static std::byte* local_sge(Env& env, const QpCtx& q, const ParsedWqe& w,
+                                              const m5::DataSeg& d, std::uint32_t i) {
+    if (i == 0) return w.local0;
     std::byte* p;
     resolve(env.own(), env.self_pid(), env.self_pid(), d.lkey.get(), d.addr.get(),
             d.byte_count.get(), q.pdn, 0, p);
@@ -519,20 +592,24 @@ class Hca {
 
   /// Copy payload bytes [off, off+len) of the WQE (SGEs or inline data, which may wrap
   /// around the ring end) to dst. Local keys were checked by execute().
-  GV_HD static void copy_payload(Env& env, const QpCtx& q, const std::byte* sq,
+  GV_HD GV_INLINE static void copy_payload(Env& env, const QpCtx& q, const std::byte* sq,
                                  const ParsedWqe& w, std::uint64_t off, std::uint64_t len,
                                  std::byte* dst, bool publish) {
     const std::uint64_t end = off + len;
     if (w.inl) {
-      for (std::uint64_t p = off; p < end;) {
+      const std::uint64_t at = std::uint64_t{w.first_payload_oct} * 16 + sizeof(m5::InlineSeg) + off;
+      if (len <= 8 && at + len <= 64) {  // in the first WQEBB: from registers, one store
+        env.put(dst, first_bb_bytes(w, static_cast<std::uint32_t>(at), static_cast<std::uint32_t>(len)),
+                static_cast<std::uint32_t>(len), publish);
+        return;
+      }
+      for (std::uint64_t p = off; p < end;) {  // from the ring, which may wrap
         const std::uint64_t pos = sizeof(m5::InlineSeg) + p;
         const std::uint32_t k = w.first_payload_oct + static_cast<std::uint32_t>(pos / 16);
         const std::uint32_t in = static_cast<std::uint32_t>(pos % 16);
         const std::uint64_t n = (16 - in) < (end - p) ? (16 - in) : (end - p);
-        // Inline data in the first WQEBB comes from the copy parse_wqe loaded.
-        const std::byte* src = k < 4 ? reinterpret_cast<const std::byte*>(&w.head[k]) + in
-                                     : sq + ib::sq_octoword_offset(q.sq_head, k, q.sq_bbs) + in;
-        env.copy(dst + (p - off), src, n, publish && p + n == end);
+        env.copy(dst + (p - off), sq + ib::sq_octoword_offset(q.sq_head, k, q.sq_bbs) + in, n,
+                 publish && p + n == end);
         p += n;
       }
       return;
@@ -548,7 +625,7 @@ class Hca {
     }
   }
 
-  GV_HD static Exec execute(Env& env, QpCtx& q, ParsedWqe& w, Responder& r) {
+  GV_HD GV_INLINE static Exec execute(Env& env, QpCtx& q, ParsedWqe& w, Responder& r) {
     const Arena& a = env.own();
     const std::byte* sq = a.at<std::byte>(q.sq_off);
     const std::uint8_t bad = parse_wqe(q, sq, q.sq_head, q.sq_rung - q.sq_head, w);
@@ -566,7 +643,7 @@ class Hca {
         const MemCheck c = resolve(a, env.self_pid(), env.self_pid(), d.lkey.get(), d.addr.get(),
                                    d.byte_count.get(), q.pdn, need, p);
         if (c != MemCheck::kOk) return finish(env, q, w, local_syndrome(c));
-        if (i < kKeptSges) w.local[i] = p;
+        if (i == 0) w.local0 = p;
       }
     }
 
@@ -577,19 +654,18 @@ class Hca {
                             w.opcode == m5::kOpRdmaRead || atomic;
     const std::uint64_t rlen = atomic ? 8 : w.length;
     const bool want_mr = remote_mem && rlen != 0 && w.rkey != r.mr_key;
-    const Arena* pap = env.peer(q);
+    const Arena pa = env.peer(q);
     const std::uint32_t pslot = q.peer_qpn - kQpnBase;
-    if (pap == nullptr || q.peer_qpn < kQpnBase || pslot >= kMaxQps)
+    if (pa.base == nullptr || q.peer_qpn < kQpnBase || pslot >= kMaxQps)
       return finish(env, q, w, m5::kSyndTransportRetryExcErr);
-    const Arena& pa = *pap;
     if (!r.loaded) {
       r.live = pa.qps() + pslot;
-      load_entry<QpCtx, kQpConnBytes>(r.conn, r.live);
+      r.conn = load_peer_qp(r.live);
     }
     if (want_mr) r.mr = load_mr(pa, w.rkey, rlen);
     r.loaded = true;
     if (want_mr) r.mr_key = w.rkey;
-    const QpCtx& pv = r.conn;
+    const PeerQp& pv = r.conn;
     QpCtx& pq = *r.live;
     const auto ps = static_cast<QpState>(pv.state);
     if (pv.qpn != q.peer_qpn || pv.peer_qpn != q.qpn || (ps != QpState::kRtr && ps != QpState::kRts))
@@ -677,7 +753,7 @@ class Hca {
           old = env.compare_swap(t, w.compare, w.swap_add);
         }
         // The original value lands in host byte order (ConnectX in host-endian atomic mode).
-        env.copy(w.local[0], &old, 8, true);
+        env.put(w.local0, old, 8, true);
         return finish(env, q, w, 0);
       }
       default:
@@ -687,7 +763,7 @@ class Hca {
 
   /// After an error, every posted WQE completes with WR_FLUSH_ERR, signaled or not, and so
   /// does every posted receive WQE. No doorbell is needed to flush.
-  GV_HD static bool flush(Env& env, QpCtx& q) {
+  GV_HD GV_INLINE static bool flush(Env& env, QpCtx& q) {
     const Arena& a = env.own();
     bool any = false;
     q.rnr_active = 0;

@@ -104,12 +104,7 @@ class GpuEnv {
   }
 
   /// The host resolved the peer's arena to an address of this process at RTR (peer_base).
-  __device__ const Arena* peer(const QpCtx& q) {
-    if (q.peer_base == 0) return nullptr;
-    if (q.peer_base == reinterpret_cast<std::uintptr_t>(own_.base)) return &own_;
-    peer_.base = reinterpret_cast<std::byte*>(q.peer_base);
-    return &peer_;
-  }
+  __device__ Arena peer(const QpCtx& q) const { return Arena{reinterpret_cast<std::byte*>(q.peer_base)}; }
 
   __device__ std::uint64_t fetch_add(std::uint64_t* t, std::uint64_t v) { return sync::fetch_add(t, v); }
   __device__ std::uint64_t compare_swap(std::uint64_t* t, std::uint64_t expected, std::uint64_t desired) {
@@ -120,27 +115,18 @@ class GpuEnv {
   __device__ std::uint8_t take_fault() { return 0; }
 
   /// Move n bytes, 32 lanes wide beyond kSoloBytes. With `publish`, the last byte is stored
-  /// last with release at the widest scope of the message's destinations, or, for a message
-  /// that fits one naturally aligned store (1, 2, 4 or 8 bytes) and follows no unsettled
-  /// bytes, the message is that one store and settle() orders it before what follows: its
-  /// receiver need not wait for a fence.
+  /// last with release at the widest scope of the message's destinations (see put() for
+  /// messages of up to 8 bytes).
   __device__ void copy(void* d, const void* s, std::uint64_t n, bool publish) {
     auto* dst = static_cast<std::byte*>(d);
     const auto* src = static_cast<const std::byte*>(s);
-    const sync::Scope scope = scope_of(dst);
-    if (publish && unsettled_ == kNone && (n == 1 || n == 2 || n == 4 || n == 8) &&
-        reinterpret_cast<std::uintptr_t>(dst) % n == 0) {
+    if (n <= 8) {
       std::uint64_t v = 0;
       for (std::uint64_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(src[i])} << (8 * i);
-      switch (n) {
-        case 1: store_word(reinterpret_cast<std::uint8_t*>(dst), static_cast<std::uint8_t>(v), scope); break;
-        case 2: store_word(reinterpret_cast<std::uint16_t*>(dst), static_cast<std::uint16_t>(v), scope); break;
-        case 4: store_word(reinterpret_cast<std::uint32_t*>(dst), static_cast<std::uint32_t>(v), scope); break;
-        default: store_word(reinterpret_cast<std::uint64_t*>(dst), v, scope); break;
-      }
-      unsettled_ = level(scope);
+      put(dst, v, static_cast<std::uint32_t>(n), publish);
       return;
     }
+    const sync::Scope scope = scope_of(dst);
     const std::uint64_t body = publish ? n - 1 : n;
     if (body > kSoloBytes) {
       job_->dst = dst;
@@ -152,13 +138,31 @@ class GpuEnv {
     } else {
       move_solo(dst, src, body);
     }
-    if (body != 0 && level(scope) > unsettled_) unsettled_ = level(scope);
-    if (publish) {
-      const auto last = *reinterpret_cast<const std::uint8_t*>(src + n - 1);
-      const sync::Scope release = unsettled_ == kSystem ? sync::Scope::kSystem : scope;
-      sync::store_release(reinterpret_cast<std::uint8_t*>(dst + n - 1), last, release);
-      unsettled_ = kNone;
+    if (level(scope) > unsettled_) unsettled_ = level(scope);
+    if (publish) release_last(dst + n - 1, static_cast<std::uint8_t>(src[n - 1]), scope);
+  }
+
+  /// Store the n <= 8 low bytes of v (little-endian). A published message that fits one
+  /// naturally aligned store (1, 2, 4 or 8 bytes) and follows no unsettled bytes is that one
+  /// store, and settle() orders it before what follows: its receiver need not wait for a fence.
+  __device__ void put(void* d, std::uint64_t v, std::uint32_t n, bool publish) {
+    auto* dst = static_cast<std::byte*>(d);
+    const sync::Scope scope = scope_of(dst);
+    if (publish && unsettled_ == kNone && (n == 1 || n == 2 || n == 4 || n == 8) &&
+        reinterpret_cast<std::uintptr_t>(dst) % n == 0) {
+      switch (n) {
+        case 1: store_word(reinterpret_cast<std::uint8_t*>(dst), static_cast<std::uint8_t>(v), scope); break;
+        case 2: store_word(reinterpret_cast<std::uint16_t*>(dst), static_cast<std::uint16_t>(v), scope); break;
+        case 4: store_word(reinterpret_cast<std::uint32_t*>(dst), static_cast<std::uint32_t>(v), scope); break;
+        default: store_word(reinterpret_cast<std::uint64_t*>(dst), v, scope); break;
+      }
+      unsettled_ = level(scope);
+      return;
     }
+    const std::uint32_t body = publish ? n - 1 : n;
+    for (std::uint32_t i = 0; i < body; ++i) dst[i] = static_cast<std::byte>(v >> (8 * i));
+    if (body != 0 && level(scope) > unsettled_) unsettled_ = level(scope);
+    if (publish) release_last(dst + n - 1, static_cast<std::uint8_t>(v >> (8 * (n - 1))), scope);
   }
 
   /// Order every byte copy() stored before what this engine stores next.
@@ -179,6 +183,13 @@ class GpuEnv {
     return p >= own_.base && p < own_end_ ? sync::Scope::kGpu : sync::Scope::kSystem;
   }
 
+  /// The last byte of a message, with release at the widest scope its bytes went to.
+  __device__ void release_last(std::byte* p, std::uint8_t v, sync::Scope scope) {
+    const sync::Scope release = unsettled_ == kSystem ? sync::Scope::kSystem : scope;
+    sync::store_release(reinterpret_cast<std::uint8_t*>(p), v, release);
+    unsettled_ = kNone;
+  }
+
   template <class T>
   static __device__ void store_word(T* p, T v, sync::Scope s) {
     if (s == sync::Scope::kSystem)
@@ -188,7 +199,6 @@ class GpuEnv {
   }
 
   Arena own_;
-  Arena peer_;
   const std::byte* own_end_;
   std::int32_t pid_;
   MoveJob* job_;
@@ -205,7 +215,7 @@ constexpr std::uint64_t kStopSweeps = 64;
 /// register budget of a warp stays that of a small block.
 constexpr std::uint32_t kWarpsPerBlock = 8;
 
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
     engine_kernel(Arena arena, std::int32_t pid, std::uint32_t warps, EngineBeacon* beacon) {
   __shared__ MoveJob jobs[kWarpsPerBlock];
   const unsigned warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -226,14 +226,14 @@ class CpuEnv {
   /// The QP whose WQEs the engine executes next (named in reports of failed copies).
   void set_current_qp(std::uint32_t qpn) { qpn_ = qpn; }
 
-  const Arena* peer(const QpCtx& q) {
-    if (std::strncmp(q.peer_arena, path_.c_str(), soft::kMaxPathLen) == 0) return &own_;
+  Arena peer(const QpCtx& q) {
+    if (std::strncmp(q.peer_arena, path_.c_str(), soft::kMaxPathLen) == 0) return own_;
     const std::string key(q.peer_arena, strnlen(q.peer_arena, soft::kMaxPathLen));
     auto it = peers_.find(key);
-    if (it != peers_.end()) return &it->second.arena;
+    if (it != peers_.end()) return it->second.arena;
     const Mapping m = map_arena_path(key.c_str());
-    if (m.base == nullptr) return nullptr;  // peer gone: the requester sees retry-exceeded
-    return &(peers_[key] = MappedPeer{Arena{m.base}, m.size}).arena;
+    if (m.base == nullptr) return Arena{};  // peer gone: the requester sees retry-exceeded
+    return (peers_[key] = MappedPeer{Arena{m.base}, m.size}).arena;
   }
 
   /// Data mover. With `publish`, the last byte is stored last with release semantics: a
@@ -253,6 +253,8 @@ class CpuEnv {
     std::memcpy(&last, static_cast<const std::uint8_t*>(s) + n - 1, 1);
     sync::store_release(static_cast<std::uint8_t*>(d) + n - 1, last);
   }
+  /// The n <= 8 low bytes of v, as copy() moves bytes (host byte order is little-endian).
+  void put(void* d, std::uint64_t v, std::uint32_t n, bool publish) { copy(d, &v, n, publish); }
   /// Every copy is settled when it returns (its last byte is a release store).
   void settle() {}
 
