@@ -17,6 +17,7 @@
 
 #include "gpu_test.hpp"
 #include "host_rings.hpp"
+#include "qp_pair.hpp"
 #include "verbs_kernels.cuh"
 
 namespace {
@@ -117,12 +118,7 @@ class CpuEngineGpuMemory : public ::testing::Test {
     caps.max_send_sge = 4;
     caps.max_recv_sge = 4;
     caps.max_inline = 128;
-    for (int i = 0; i < 2; ++i) {
-      cq[i] = dev->create_cq(256);
-      qp[i] = pd->create_qp(*cq[i], *cq[i], caps);
-    }
-    qp[0]->connect(qp[1]->info());
-    qp[1]->connect(qp[0]->info());
+    gvt::connect_loopback(*dev, *pd, 256, caps, cq, qp);
     for (int i = 0; i < 2; ++i) {
       qh[i] = qp[i]->device_handle();
       ch[i] = cq[i]->device_handle();

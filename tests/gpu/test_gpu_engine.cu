@@ -29,6 +29,7 @@
 #include <gpuverbs/ib.hpp>
 
 #include "gpu_test.hpp"
+#include "qp_pair.hpp"
 #include "verbs_kernels.cuh"
 
 extern char** environ;
@@ -96,12 +97,7 @@ class GpuEngine : public ::testing::Test {
     pd = dev->alloc_pd();
     gv::QpCaps caps;
     caps.max_inline = 128;
-    for (int i = 0; i < 2; ++i) {
-      cq[i] = dev->create_cq(64);
-      qp[i] = pd->create_qp(*cq[i], *cq[i], caps);
-    }
-    qp[0]->connect(qp[1]->info());
-    qp[1]->connect(qp[0]->info());
+    gvt::connect_loopback(*dev, *pd, 64, caps, cq, qp);
     for (int i = 0; i < 2; ++i) {
       qh[i] = qp[i]->device_handle();
       ch[i] = cq[i]->device_handle();
@@ -953,12 +949,7 @@ class WritePair {
  public:
   explicit WritePair(gv::Device& dev) : dev_(dev) {
     pd_ = dev_.alloc_pd();
-    for (int i = 0; i < 2; ++i) {
-      cq_[i] = dev_.create_cq(16);
-      qp_[i] = pd_->create_qp(*cq_[i], *cq_[i]);
-    }
-    qp_[0]->connect(qp_[1]->info());
-    qp_[1]->connect(qp_[0]->info());
+    gvt::connect_loopback(dev_, *pd_, 16, gv::QpCaps{}, cq_, qp_);
     for (int i = 0; i < 2; ++i) {
       buf_[i] = static_cast<std::uint8_t*>(dev_.alloc(kBytes));
       mr_[i] = pd_->reg_mr(buf_[i], kBytes, kAllAccess);

@@ -14,6 +14,7 @@
 #include <gpuverbs/ib.hpp>
 
 #include "gpu_test.hpp"
+#include "qp_pair.hpp"
 #include "verbs_kernels.cuh"
 
 namespace {
@@ -282,12 +283,7 @@ class GpuSoftEndToEnd : public ::testing::Test {
     pd = dev->alloc_pd();
     gv::QpCaps caps;
     caps.max_inline = 128;
-    for (int i = 0; i < 2; ++i) {
-      cq[i] = dev->create_cq(64);
-      qp[i] = pd->create_qp(*cq[i], *cq[i], caps);
-    }
-    qp[0]->connect(qp[1]->info());
-    qp[1]->connect(qp[0]->info());
+    gvt::connect_loopback(*dev, *pd, 64, caps, cq, qp);
     for (int i = 0; i < 2; ++i) {
       qh[i] = qp[i]->device_handle();
       ch[i] = cq[i]->device_handle();
