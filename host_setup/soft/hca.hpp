@@ -56,20 +56,11 @@ struct Arena {
   GV_HD MrEntry* mrs() const { return at<MrEntry>(ArenaLayout::kMrs); }
   GV_HD QpCtx* qps() const { return at<QpCtx>(ArenaLayout::kQps); }
   GV_HD CqCtx* cqs() const { return at<CqCtx>(ArenaLayout::kCqs); }
-  GV_HD QpCtx* qp(std::uint32_t qpn) const {
-    const std::uint32_t slot = qpn - kQpnBase;
-    if (qpn < kQpnBase || slot >= kMaxQps) return nullptr;
-    QpCtx* q = qps() + slot;
-    return sync::load_acquire(&q->qpn) == qpn ? q : nullptr;
-  }
 };
 
 /// Minimum qpn-to-slot and key-to-slot mappings, shared with the host library.
 GV_HD GV_INLINE constexpr std::uint32_t mr_slot(std::uint32_t key) { return key >> 8; }
 
-GV_HD GV_INLINE QpState qp_state(const QpCtx& q) {
-  return static_cast<QpState>(sync::load_acquire(&q.state));
-}
 GV_HD GV_INLINE void set_qp_error(QpCtx& q) {
   sync::store_release(&q.state, static_cast<std::uint32_t>(QpState::kError));
 }
@@ -97,29 +88,27 @@ GV_HD GV_INLINE constexpr std::uint64_t rnr_timer_ns(std::uint32_t code) {
 
 enum class MemCheck : std::uint8_t { kOk, kNoKey, kPd, kBounds, kAccess, kUnreachable };
 
-/// A table entry another agent may rewrite (an MR entry, a peer's QP context), as one round
-/// of loads. GPU: every 8-byte word with ld.cg (from L2, or from the peer over NVLink; never a
-/// stale L1 line), all in flight together, so an entry of a peer GPU costs one round trip.
-/// Host: an acquire load of the first word (key or qpn, which its writer stores last), then
-/// the rest, a 4-byte word at a time. Bytes: a multiple of 8 (a prefix of T).
-template <class T, std::size_t Bytes = sizeof(T)>
-GV_HD GV_INLINE void load_entry(T& out, const T* p) {
-  static_assert(Bytes % 8 == 0 && Bytes <= sizeof(T) && alignof(T) >= 8);
-  // Words are moved with memcpy: T's fields are read as T afterwards (no type punning).
-  auto* d = reinterpret_cast<std::byte*>(&out);
+/// A table field another agent may rewrite (an MR entry's, a peer QP's): ld.cg on the GPU
+/// (from L2, or from the peer over NVLink; never a stale L1 line), so the loads of one entry
+/// are all in flight together and a peer GPU's entry costs one round trip; a relaxed atomic
+/// load on the host (some fields, a QP's state, change while we read).
+template <class T>
+GV_HD GV_INLINE T load_field(const T* p) {
 #if GV_DEVICE_PASS
-  const auto* s = reinterpret_cast<const unsigned long long*>(p);
-  unsigned long long v[Bytes / 8];
-#pragma unroll
-  for (std::size_t i = 0; i < Bytes / 8; ++i) v[i] = __ldcg(s + i);
-  std::memcpy(d, v, Bytes);
+  if constexpr (sizeof(T) == 8) return static_cast<T>(__ldcg(reinterpret_cast<const unsigned long long*>(p)));
+  else return static_cast<T>(__ldcg(reinterpret_cast<const unsigned int*>(p)));
 #else
-  // Word by word: some fields (a QP's state) are written atomically while we read.
-  const auto* s = reinterpret_cast<const std::uint32_t*>(p);
-  for (std::size_t i = 0; i < Bytes / 4; ++i) {
-    const std::uint32_t v = i == 0 ? sync::load_acquire(s) : sync::load_relaxed(s + i);
-    std::memcpy(d + 4 * i, &v, 4);
-  }
+  return sync::load_relaxed(p);
+#endif
+}
+
+/// The field an entry's writer stores last (an MR's key, a QP's qpn): load_field() on the GPU,
+/// an acquire load on the host, issued before the entry's other loads.
+GV_HD GV_INLINE std::uint32_t load_key(const std::uint32_t* p) {
+#if GV_DEVICE_PASS
+  return load_field(p);
+#else
+  return sync::load_acquire(p);
 #endif
 }
 
@@ -127,7 +116,15 @@ GV_HD GV_INLINE void load_entry(T& out, const T* p) {
 /// outside the table. len == 0 needs no key (IB), so no load is made for it.
 GV_HD GV_INLINE MrEntry load_mr(const Arena& a, std::uint32_t key, std::uint64_t len) {
   MrEntry e{};
-  if (len != 0 && mr_slot(key) < kMaxMrs) load_entry(e, a.mrs() + mr_slot(key));
+  if (len == 0 || mr_slot(key) >= kMaxMrs) return e;
+  const MrEntry* m = a.mrs() + mr_slot(key);
+  e.key = load_key(&m->key);
+  e.access = load_field(&m->access);
+  e.pdn = load_field(&m->pdn);
+  e.in_arena = load_field(&m->in_arena);
+  e.addr = load_field(&m->addr);
+  e.length = load_field(&m->length);
+  e.arena_off = load_field(&m->arena_off);
   return e;
 }
 
@@ -237,9 +234,8 @@ struct ParsedWqe {
   std::uint32_t inline_len = 0;
   std::uint32_t num_sge = 0;
   std::uint64_t length = 0;             ///< message length (sum of SGEs or inline length)
-  /// The first WQEBB, loaded in one round. Read only through first_bb() (constant indices):
-  /// on the GPU the engine keeps a WQE in registers, since its local memory costs an L2 round
-  /// trip after every fence.
+  /// The first WQEBB, loaded in one round. Read only through first_bb() (constant indices),
+  /// so that the GPU engine keeps a WQE in registers, not local memory.
   ib::Octoword head[4];
   std::byte* local0 = nullptr;          ///< the first local SGE's address (execute())
 };
@@ -367,26 +363,10 @@ struct PeerQp {
   std::uint64_t rq_off, dbrec_off;
 };
 
-/// A field another agent may rewrite: ld.cg on the GPU (never a stale L1 line; the loads of
-/// one struct are all in flight together), a relaxed atomic load on the host.
-template <class T>
-GV_HD GV_INLINE T load_field(const T* p) {
-#if GV_DEVICE_PASS
-  if constexpr (sizeof(T) == 8) return static_cast<T>(__ldcg(reinterpret_cast<const unsigned long long*>(p)));
-  else return static_cast<T>(__ldcg(reinterpret_cast<const unsigned int*>(p)));
-#else
-  return sync::load_relaxed(p);
-#endif
-}
-
-/// The peer QP's fields, in one round of loads. Host: the qpn with acquire first (written last).
+/// The peer QP's fields, in one round of loads.
 GV_HD GV_INLINE PeerQp load_peer_qp(const QpCtx* q) {
   PeerQp v;
-#if GV_DEVICE_PASS
-  v.qpn = load_field(&q->qpn);
-#else
-  v.qpn = sync::load_acquire(&q->qpn);
-#endif
+  v.qpn = load_key(&q->qpn);
   v.state = load_field(&q->state);
   v.pdn = load_field(&q->pdn);
   v.access = load_field(&q->access);
@@ -423,8 +403,7 @@ class Hca {
   /// (its QP leaving RTS, a deregistration) is seen by the next burst: within a burst the
   /// WQEs execute as if at once, which an HCA's translation caches also allow.
   struct Responder {
-    bool loaded = false;
-    QpCtx* live = nullptr;    ///< the responder's QpCtx (receive counter, error state)
+    QpCtx* live = nullptr;    ///< the responder's QpCtx (receive counter, error state); null: not loaded
     PeerQp conn;              ///< its connection fields
     std::uint32_t mr_key = 0;  ///< key of `mr` (0: none loaded)
     MrEntry mr{};
@@ -658,13 +637,14 @@ class Hca {
     const std::uint32_t pslot = q.peer_qpn - kQpnBase;
     if (pa.base == nullptr || q.peer_qpn < kQpnBase || pslot >= kMaxQps)
       return finish(env, q, w, m5::kSyndTransportRetryExcErr);
-    if (!r.loaded) {
+    if (r.live == nullptr) {
       r.live = pa.qps() + pslot;
       r.conn = load_peer_qp(r.live);
     }
-    if (want_mr) r.mr = load_mr(pa, w.rkey, rlen);
-    r.loaded = true;
-    if (want_mr) r.mr_key = w.rkey;
+    if (want_mr) {
+      r.mr = load_mr(pa, w.rkey, rlen);
+      r.mr_key = w.rkey;
+    }
     const PeerQp& pv = r.conn;
     QpCtx& pq = *r.live;
     const auto ps = static_cast<QpState>(pv.state);

@@ -25,66 +25,41 @@ struct MoveJob {
   std::uint32_t stop;
 };
 
-/// Lane `lane`'s share of a move in words of type V (n a multiple of sizeof(V), both
-/// pointers aligned to it), four words in flight per lane.
+/// The share of a move in words of type V that starts at word `first` and takes every
+/// `stride`-th word (n a multiple of sizeof(V), both pointers aligned to it): a lane of a warp
+/// (stride 32) or lane 0 alone (stride 1), four words in flight before their stores.
 template <class V>
-__device__ void move_words(std::byte* dst, const std::byte* src, std::uint64_t n, unsigned lane) {
+__device__ void move_words(std::byte* dst, const std::byte* src, std::uint64_t n, unsigned first,
+                           unsigned stride) {
   auto* d = reinterpret_cast<V*>(dst);
   const auto* s = reinterpret_cast<const V*>(src);
   const std::uint64_t words = n / sizeof(V);
-  std::uint64_t i = lane;
-  for (; i + 96 < words; i += 128) {
-    const V a = s[i], b = s[i + 32], c = s[i + 64], e = s[i + 96];
+  std::uint64_t i = first;
+  for (; i + 3 * stride < words; i += 4 * stride) {
+    const V a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
     d[i] = a;
-    d[i + 32] = b;
-    d[i + 64] = c;
-    d[i + 96] = e;
+    d[i + stride] = b;
+    d[i + 2 * stride] = c;
+    d[i + 3 * stride] = e;
   }
-  for (; i < words; i += 32) d[i] = s[i];
+  for (; i < words; i += stride) d[i] = s[i];
 }
 
-__device__ void move_part(const MoveJob& j, unsigned lane) {
+/// A share of job j in the widest words both pointers allow (see move_words).
+__device__ void move_part(const MoveJob& j, unsigned first, unsigned stride) {
   const auto align = reinterpret_cast<std::uintptr_t>(j.dst) | reinterpret_cast<std::uintptr_t>(j.src);
   std::uint64_t done = 0;
   if ((align & 15) == 0) {
     done = j.n & ~std::uint64_t{15};
-    move_words<uint4>(j.dst, j.src, done, lane);
+    move_words<uint4>(j.dst, j.src, done, first, stride);
   } else if ((align & 7) == 0) {
     done = j.n & ~std::uint64_t{7};
-    move_words<std::uint64_t>(j.dst, j.src, done, lane);
+    move_words<std::uint64_t>(j.dst, j.src, done, first, stride);
   } else if ((align & 3) == 0) {
     done = j.n & ~std::uint64_t{3};
-    move_words<std::uint32_t>(j.dst, j.src, done, lane);
+    move_words<std::uint32_t>(j.dst, j.src, done, first, stride);
   }
-  for (std::uint64_t i = done + lane; i < j.n; i += 32) j.dst[i] = j.src[i];
-}
-
-/// Lane 0's move of a short body: in the widest words both pointers allow, eight loads in
-/// flight before their stores (a byte loop would wait for each load in turn).
-template <class V>
-__device__ std::uint64_t move_solo_words(std::byte* dst, const std::byte* src, std::uint64_t n) {
-  auto* d = reinterpret_cast<V*>(dst);
-  const auto* s = reinterpret_cast<const V*>(src);
-  const std::uint64_t words = n / sizeof(V);
-  std::uint64_t i = 0;
-  for (; i + 8 <= words; i += 8) {
-    V v[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = s[i + k];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) d[i + k] = v[k];
-  }
-  for (; i < words; ++i) d[i] = s[i];
-  return words * sizeof(V);
-}
-
-__device__ void move_solo(std::byte* dst, const std::byte* src, std::uint64_t n) {
-  const auto align = reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src);
-  std::uint64_t done = 0;
-  if ((align & 7) == 0) done = move_solo_words<std::uint64_t>(dst, src, n);
-  else if ((align & 3) == 0) done = move_solo_words<std::uint32_t>(dst, src, n);
-  else done = move_solo_words<std::uint8_t>(dst, src, n);
-  for (; done < n; ++done) dst[done] = src[done];
+  move_words<std::uint8_t>(j.dst + done, j.src + done, j.n - done, first, stride);
 }
 
 /// The GPU engine's environment for soft::Hca (see the Env contract in soft/hca.hpp).
@@ -97,11 +72,7 @@ class GpuEnv {
   __device__ std::int32_t self_pid() const { return pid_; }
   __device__ std::uint64_t now_ns() const { return sync::now_ns(); }
 
-  /// Our own arena is watched only by threads of this GPU; anything else (a peer GPU's
-  /// arena or buffers, mapped host memory) by the system.
-  __device__ sync::Scope scope(const Arena& a) const {
-    return a.base == own_.base ? sync::Scope::kGpu : sync::Scope::kSystem;
-  }
+  __device__ sync::Scope scope(const Arena& a) const { return scope_of(a.base); }
 
   /// The host resolved the peer's arena to an address of this process at RTR (peer_base).
   __device__ Arena peer(const QpCtx& q) const { return Arena{reinterpret_cast<std::byte*>(q.peer_base)}; }
@@ -133,10 +104,10 @@ class GpuEnv {
       job_->src = src;
       job_->n = body;
       __syncwarp();  // the helpers take the job
-      move_part(*job_, 0);
+      move_part(*job_, 0, 32);
       __syncwarp();  // every lane's share is stored (and ordered before what follows)
     } else {
-      move_solo(dst, src, body);
+      move_part(MoveJob{dst, src, body, 0}, 0, 1);
     }
     if (level(scope) > unsettled_) unsettled_ = level(scope);
     if (publish) release_last(dst + n - 1, static_cast<std::uint8_t>(src[n - 1]), scope);
@@ -227,7 +198,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
     for (;;) {
       __syncwarp();  // a job (or stop) from lane 0
       if (job->stop) return;
-      move_part(*job, lane);
+      move_part(*job, lane, 32);
       __syncwarp();
     }
   }

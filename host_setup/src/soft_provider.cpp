@@ -1004,17 +1004,26 @@ class SoftProvider final : public Provider {
   }
 
 #if GPUVERBS_HAVE_CUDA
+  /// What open_gpu_arena() acquired, freed on GPU `gpu` (after the engine has ended).
+  static void free_gpu_arena(int gpu, std::byte* base, cudaStream_t ctl, cudaStream_t es,
+                             EngineBeacon* beacon) {
+    DeviceGuard g(gpu, false);
+    if (ctl) (void)cudaStreamDestroy(ctl);
+    if (es) (void)cudaStreamDestroy(es);
+    if (beacon) (void)cudaFreeHost(beacon);
+    (void)cudaFree(base);
+  }
+
   void close_gpu_arena() {
     {
       std::lock_guard lk(g_gpu_arenas_mu);
       g_gpu_arenas.erase(path_);
     }
-    DeviceGuard g(gpu_, false);
-    for (auto& [name, base] : ipc_peers_) (void)cudaIpcCloseMemHandle(base);
-    if (ctl_) (void)cudaStreamDestroy(ctl_);
-    if (engine_stream_) (void)cudaStreamDestroy(engine_stream_);
-    if (beacon_) (void)cudaFreeHost(beacon_);
-    (void)cudaFree(arena_.base);
+    {
+      DeviceGuard g(gpu_, false);
+      for (auto& [name, base] : ipc_peers_) (void)cudaIpcCloseMemHandle(base);
+    }
+    free_gpu_arena(gpu_, arena_.base, ctl_, engine_stream_, beacon_);
   }
 
   /// After a failed start: the engine's launch may still be queued behind other kernels, and
@@ -1027,13 +1036,12 @@ class SoftProvider final : public Provider {
     }
     std::thread([gpu = gpu_, base = arena_.base, ctl = ctl_, es = engine_stream_, beacon = beacon_,
                  launch = launch_] {
-      DeviceGuard g(gpu, false);
       if (launch) launch->wait_made();
-      (void)cudaStreamSynchronize(es);
-      (void)cudaStreamDestroy(es);
-      (void)cudaStreamDestroy(ctl);
-      (void)cudaFreeHost(beacon);
-      (void)cudaFree(base);
+      {
+        DeviceGuard g(gpu, false);
+        (void)cudaStreamSynchronize(es);
+      }
+      free_gpu_arena(gpu, base, ctl, es, beacon);
     }).detach();
   }
 
@@ -1064,10 +1072,8 @@ class SoftProvider final : public Provider {
     // SM, copies on our other streams wait behind it (measured on H100 and H200).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (sync::load_acquire(&beacon_->started) == 0) {
-      if (const auto e = launch_->error(); e != cudaSuccess) {
-        launch_->wait_made();
-        cuda_check(e, who + ": launching the GPU engine");
-      }
+      // (an error is known only once the launch was made)
+      cuda_check(launch_->error(), who + ": launching the GPU engine");
       if (std::chrono::steady_clock::now() > deadline) {
         sync::store_release(&beacon_->stop, std::uint32_t{1});
         throw Error(who + ": the GPU engine did not start within 5 s on GPU " + std::to_string(gpu_) +
