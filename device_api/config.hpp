@@ -6,9 +6,11 @@
 #if defined(__CUDACC__)
 #define GV_HD __host__ __device__
 #define GV_INLINE __forceinline__
+#define GV_NOINLINE __noinline__
 #else
 #define GV_HD
 #define GV_INLINE inline __attribute__((always_inline))
+#define GV_NOINLINE __attribute__((noinline))
 #endif
 
 #if defined(__CUDA_ARCH__)

@@ -46,7 +46,7 @@ __device__ void move_words(std::byte* dst, const std::byte* src, std::uint64_t n
 }
 
 /// A share of job j in the widest words both pointers allow (see move_words).
-__device__ void move_part(const MoveJob& j, unsigned first, unsigned stride) {
+__device__ __noinline__ void move_part(const MoveJob& j, unsigned first, unsigned stride) {
   const auto align = reinterpret_cast<std::uintptr_t>(j.dst) | reinterpret_cast<std::uintptr_t>(j.src);
   std::uint64_t done = 0;
   if ((align & 15) == 0) {
@@ -90,27 +90,7 @@ class GpuEnv {
   /// messages of up to 8 bytes).
   __device__ void copy(void* d, const void* s, std::uint64_t n, bool publish) {
     auto* dst = static_cast<std::byte*>(d);
-    const auto* src = static_cast<const std::byte*>(s);
-    if (n <= 8) {
-      std::uint64_t v = 0;
-      for (std::uint64_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(src[i])} << (8 * i);
-      put(dst, v, static_cast<std::uint32_t>(n), publish);
-      return;
-    }
-    const sync::Scope scope = scope_of(dst);
-    const std::uint64_t body = publish ? n - 1 : n;
-    if (body > kSoloBytes) {
-      job_->dst = dst;
-      job_->src = src;
-      job_->n = body;
-      __syncwarp();  // the helpers take the job
-      move_part(*job_, 0, 32);
-      __syncwarp();  // every lane's share is stored (and ordered before what follows)
-    } else {
-      move_part(MoveJob{dst, src, body, 0}, 0, 1);
-    }
-    if (level(scope) > unsettled_) unsettled_ = level(scope);
-    if (publish) release_last(dst + n - 1, static_cast<std::uint8_t>(src[n - 1]), scope);
+    unsettled_ = copy_out(dst, static_cast<const std::byte*>(s), n, publish, scope_of(dst), unsettled_, job_);
   }
 
   /// Store the n <= 8 low bytes of v (little-endian). A published message that fits one
@@ -118,22 +98,7 @@ class GpuEnv {
   /// store, and settle() orders it before what follows: its receiver need not wait for a fence.
   __device__ void put(void* d, std::uint64_t v, std::uint32_t n, bool publish) {
     auto* dst = static_cast<std::byte*>(d);
-    const sync::Scope scope = scope_of(dst);
-    if (publish && unsettled_ == kNone && (n == 1 || n == 2 || n == 4 || n == 8) &&
-        reinterpret_cast<std::uintptr_t>(dst) % n == 0) {
-      switch (n) {
-        case 1: store_word(reinterpret_cast<std::uint8_t*>(dst), static_cast<std::uint8_t>(v), scope); break;
-        case 2: store_word(reinterpret_cast<std::uint16_t*>(dst), static_cast<std::uint16_t>(v), scope); break;
-        case 4: store_word(reinterpret_cast<std::uint32_t*>(dst), static_cast<std::uint32_t>(v), scope); break;
-        default: store_word(reinterpret_cast<std::uint64_t*>(dst), v, scope); break;
-      }
-      unsettled_ = level(scope);
-      return;
-    }
-    const std::uint32_t body = publish ? n - 1 : n;
-    for (std::uint32_t i = 0; i < body; ++i) dst[i] = static_cast<std::byte>(v >> (8 * i));
-    if (body != 0 && level(scope) > unsettled_) unsettled_ = level(scope);
-    if (publish) release_last(dst + n - 1, static_cast<std::uint8_t>(v >> (8 * (n - 1))), scope);
+    unsettled_ = put_out(dst, v, n, publish, scope_of(dst), unsettled_);
   }
 
   /// Order every byte copy() stored before what this engine stores next.
@@ -147,6 +112,53 @@ class GpuEnv {
   /// Widest scope of the stores not yet ordered by a release or a fence.
   enum Unsettled : std::uint8_t { kNone, kGpuOnly, kSystem };
   static __device__ Unsettled level(sync::Scope s) { return s == sync::Scope::kGpu ? kGpuOnly : kSystem; }
+  static __device__ Unsettled wider(Unsettled u, sync::Scope s) { return level(s) > u ? level(s) : u; }
+
+  // copy() and put() are out of line, with scalar arguments and the unsettled scope passed in
+  // and returned: one copy of their code serves every call site of the inlined Hca steps,
+  // which keeps the engine's hot path small enough for the instruction caches.
+
+  /// copy() to dst, which `scope` observes, after stores unsettled at `u`; returns the new u.
+  static __device__ __noinline__ Unsettled copy_out(std::byte* dst, const std::byte* src, std::uint64_t n,
+                                                    bool publish, sync::Scope scope, Unsettled u, MoveJob* job) {
+    if (n <= 8) {
+      std::uint64_t v = 0;
+      for (std::uint64_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(src[i])} << (8 * i);
+      return put_out(dst, v, static_cast<std::uint32_t>(n), publish, scope, u);
+    }
+    const std::uint64_t body = publish ? n - 1 : n;
+    if (body > kSoloBytes) {
+      job->dst = dst;
+      job->src = src;
+      job->n = body;
+      __syncwarp();  // the helpers take the job
+      move_part(*job, 0, 32);
+      __syncwarp();  // every lane's share is stored (and ordered before what follows)
+    } else {
+      move_part(MoveJob{dst, src, body, 0}, 0, 1);
+    }
+    u = wider(u, scope);
+    return publish ? release_last(dst + n - 1, static_cast<std::uint8_t>(src[n - 1]), scope, u) : u;
+  }
+
+  /// put() to dst, which `scope` observes, after stores unsettled at `u`; returns the new u.
+  static __device__ __noinline__ Unsettled put_out(std::byte* dst, std::uint64_t v, std::uint32_t n, bool publish,
+                                                   sync::Scope scope, Unsettled u) {
+    if (publish && u == kNone && (n == 1 || n == 2 || n == 4 || n == 8) &&
+        reinterpret_cast<std::uintptr_t>(dst) % n == 0) {
+      switch (n) {
+        case 1: store_word(reinterpret_cast<std::uint8_t*>(dst), static_cast<std::uint8_t>(v), scope); break;
+        case 2: store_word(reinterpret_cast<std::uint16_t*>(dst), static_cast<std::uint16_t>(v), scope); break;
+        case 4: store_word(reinterpret_cast<std::uint32_t*>(dst), static_cast<std::uint32_t>(v), scope); break;
+        default: store_word(reinterpret_cast<std::uint64_t*>(dst), v, scope); break;
+      }
+      return level(scope);
+    }
+    const std::uint32_t body = publish ? n - 1 : n;
+    for (std::uint32_t i = 0; i < body; ++i) dst[i] = static_cast<std::byte>(v >> (8 * i));
+    if (body != 0) u = wider(u, scope);
+    return publish ? release_last(dst + n - 1, static_cast<std::uint8_t>(v >> (8 * (n - 1))), scope, u) : u;
+  }
 
   /// Our own arena is watched only by threads of this GPU; anything else (a peer GPU's
   /// memory, mapped host memory, our GPU's memory outside the arena) by the system.
@@ -154,11 +166,11 @@ class GpuEnv {
     return p >= own_.base && p < own_end_ ? sync::Scope::kGpu : sync::Scope::kSystem;
   }
 
-  /// The last byte of a message, with release at the widest scope its bytes went to.
-  __device__ void release_last(std::byte* p, std::uint8_t v, sync::Scope scope) {
-    const sync::Scope release = unsettled_ == kSystem ? sync::Scope::kSystem : scope;
-    sync::store_release(reinterpret_cast<std::uint8_t*>(p), v, release);
-    unsettled_ = kNone;
+  /// The last byte of a message, with release at the widest scope its bytes went to (u and
+  /// scope): everything is settled after it.
+  static __device__ Unsettled release_last(std::byte* p, std::uint8_t v, sync::Scope scope, Unsettled u) {
+    sync::store_release(reinterpret_cast<std::uint8_t*>(p), v, u == kSystem ? sync::Scope::kSystem : scope);
+    return kNone;
   }
 
   template <class T>
