@@ -14,7 +14,7 @@
 
 namespace gv::ib {
 
-inline constexpr std::uint32_t kHandleVersion = 1;
+inline constexpr std::uint32_t kHandleVersion = 2;
 
 /// Producer/consumer counters of one work queue, 64-bit and monotonic, in queue units
 /// (WQEBBs for the SQ, WQEs for the RQ). Each on its own cache line: posters hammer the
@@ -68,8 +68,12 @@ struct QpHandle {
   /// Who takes the posted receive WQEs (the peer's executor with a software HCA, whose
   /// requester delivers into our RQ): the receive doorbell record is released at this scope.
   sync::Scope rq_executor = sync::Scope::kSystem;
+  /// Nonzero when the executor polls the send doorbell record itself and takes the doorbell
+  /// as a check (a software HCA): one release then publishes WQEs before record and doorbell
+  /// together. Zero for a NIC: the record is released before the doorbell.
+  std::uint32_t record_polled = 0;
 };
-static_assert(sizeof(QpHandle) == 88);
+static_assert(sizeof(QpHandle) == 96);
 
 /// The CQ also knows the (at most one) send queue and receive queue it retires, so that
 /// polling a completion frees ring space without a second lookup.

@@ -117,8 +117,12 @@ GV_HD GV_INLINE std::uint64_t doorbell_value(const Octoword& ctrl) {
 
 /// Publish SQ WQEBBs up to `end`; `db` is the doorbell value of the last WQE.
 GV_HD GV_INLINE void sq_ring_doorbell(const QpHandle& qp, std::uint64_t end, std::uint64_t db) {
-  sync::wqe_visible_before_dbrec(&qp.dbrec->snd.raw,
-                                 be32::from(static_cast<std::uint32_t>(end & 0xffffu)).raw, qp.executor);
+  const std::uint32_t rec = be32::from(static_cast<std::uint32_t>(end & 0xffffu)).raw;
+  if (qp.record_polled) {
+    sync::wqe_visible_before_dbrec_and_doorbell(&qp.dbrec->snd.raw, rec, qp.doorbell, db, qp.executor);
+    return;
+  }
+  sync::wqe_visible_before_dbrec(&qp.dbrec->snd.raw, rec, qp.executor);
   sync::dbrec_before_doorbell(qp.doorbell, db, qp.executor);
 }
 

@@ -430,29 +430,23 @@ class Hca {
       return flush(env, q);
     }
     if (st != QpState::kRts) return false;
+    // The doorbell record says what to execute; the doorbell (the first 8 bytes of the last
+    // WQE's control segment) is checked against our qpn. A poster publishes both behind one
+    // release with no order between them (QpHandle::record_polled), so either may be seen
+    // first: a record not yet seen is taken at a later visit.
+    const std::uint64_t rec = ib::widen(q.sq_head, byteswap(snd) & 0xffff, 16);
     const bool rung = db != q.last_doorbell;
-    if (!rung && q.sq_head >= q.sq_rung) return false;
+    if (!rung && rec <= q.sq_rung && q.sq_head >= q.sq_rung) return false;
     sync::acquire_fence();
     if (rung) {
       q.last_doorbell = db;
-      // The doorbell carries the first 8 bytes of the last WQE's control segment.
-      const std::uint32_t db_qpn_ds = byteswap(static_cast<std::uint32_t>(db >> 32));
-      if ((db_qpn_ds >> 8) != q.qpn) {
+      if ((byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8) != q.qpn) {
         raise_async(a, AsyncEventType::kQpFatal, q.qpn, db);
         set_qp_error(q);
         return true;
       }
-      // The record counts the WQEBBs to execute; it may be newer than the doorbell (another
-      // poster's batch). Loaded beside the doorbell, it may also be older: a record short of
-      // the WQE the doorbell names is loaded again, after the fence, which makes it at least
-      // as new as the doorbell.
-      std::uint64_t to = ib::widen(q.sq_head, byteswap(snd) & 0xffff, 16);
-      const std::uint32_t db_idx = (byteswap(static_cast<std::uint32_t>(db)) >> 8) & 0xffff;
-      const std::uint32_t db_ds = db_qpn_ds & 0x3f;
-      if (to < ib::widen(q.sq_head, db_idx, 16) + ib::wqe_bbs(db_ds == 0 ? 1 : db_ds))
-        to = ib::widen(q.sq_head, byteswap(sync::load_acquire(&dbrec->snd.raw)) & 0xffff, 16);
-      q.sq_rung = to;
     }
+    if (rec > q.sq_rung) q.sq_rung = rec;
     bool progressed = false;
     Responder r;
     for (int n = 0; n < kBurst && q.sq_head < q.sq_rung; ++n) {

@@ -821,6 +821,7 @@ class SoftProvider final : public Provider {
     h.rq_executor = gpu && q.peer_base == reinterpret_cast<std::uintptr_t>(arena_.base)
                         ? sync::Scope::kGpu
                         : sync::Scope::kSystem;
+    h.record_polled = 1;  // both engines execute what the record covers (Hca::serve)
     return h;
   }
 

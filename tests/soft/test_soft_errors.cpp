@@ -1,5 +1,6 @@
 // Every error path of the software HCA: the error CQE with the mlx5 syndrome, the QP moved to
 // the error state, later WQEs flushed, and asynchronous errors for what no CQE can carry.
+#include <cstring>
 #include <thread>
 
 #include "soft_fixture.hpp"
@@ -162,9 +163,26 @@ TEST_F(SoftErrors, MalformedWqeIsLocalQpOperationError) {
   EXPECT_EQ(a->qp->state(), gv::QpState::kError);
 }
 
+// A software-HCA poster publishes record and doorbell behind one fence, in no order
+// (QpHandle::record_polled): a doorbell seen before its record executes nothing, and the WQE
+// runs once the record shows it, without another doorbell.
+TEST_F(SoftErrors, DoorbellSeenBeforeItsRecordWaitsForTheRecord) {
+  ASSERT_NE(a->h.record_polled, 0u);
+  const std::uint64_t start = WriteUnpublishedWqe();
+  gv::sync::store_release(a->h.doorbell, gv::ib::doorbell_value(gv::ib::load_octoword(
+                                             a->h.sq + gv::ib::sq_octoword_offset(start, 0, a->h.sq_bbs))));
+  expect_no_cqe(*a);
+  EXPECT_NE(std::memcmp(b_buf->p, a_buf->p, 8), 0) << "executed before the record published it";
+  gv::sync::store_release(&a->h.dbrec->snd.raw, gv::be32::from(static_cast<std::uint32_t>(start + 1)).raw);
+  gv::ib::wq_pass_turn<Ownership::kExclusive>(&a->h.state->sq, start + 1);
+  const Completion c = wait_cqe(*a);
+  EXPECT_EQ(c.status, Status::kOk) << gv::describe(c);
+  EXPECT_EQ(std::memcmp(b_buf->p, a_buf->p, 8), 0);
+  EXPECT_EQ(a->qp->state(), gv::QpState::kRts);
+}
+
 TEST_F(SoftErrors, DoorbellNamingAnotherQpIsAnAsyncFatalError) {
-  WriteUnpublishedWqe();  // at WQEBB 0: the doorbell record below publishes it
-  gv::sync::store_release(&a->h.dbrec->snd.raw, gv::be32::from(1).raw);
+  WriteUnpublishedWqe();  // at WQEBB 0, published by the record only after the bad doorbell
   std::uint64_t db;
   const gv::ib::mlx5::CtrlSeg bogus = gv::ib::make_ctrl_seg(0, m5::kOpRdmaWrite, 0, b->qp->qpn(), 0, 3, 0, {});
   std::memcpy(&db, &bogus, 8);
@@ -176,7 +194,9 @@ TEST_F(SoftErrors, DoorbellNamingAnotherQpIsAnAsyncFatalError) {
   EXPECT_EQ(ev->number, a->qp->qpn());
   EXPECT_NE(ev->message.find("doorbell"), std::string::npos) << ev->message;
   EXPECT_EQ(a->qp->state(), gv::QpState::kError);
-  // The WQE that was posted is flushed.
+  // The engine executes what the record covers (it polls the record): a WQE the record
+  // publishes after the fatal doorbell is flushed.
+  gv::sync::store_release(&a->h.dbrec->snd.raw, gv::be32::from(1).raw);
   const Completion c = wait_cqe(*a);
   EXPECT_EQ(c.syndrome, m5::kSyndWrFlushErr) << gv::describe(c);
 }
