@@ -9,7 +9,7 @@
 //
 // The engine supplies an Env:
 //   Arena&   env.own()                    this engine's arena
-//   Arena    env.peer(const QpCtx&)       the peer QP's arena (base null if unreachable); by
+//   Arena    env.peer(const QpVisit&)     the peer QP's arena (base null if unreachable); by
 //              value, so that the GPU engine keeps its Env in registers
 //   void     env.copy(void* d, const void* s, uint64_t n, bool publish)
 //              move n bytes; with `publish` the last byte is stored last, with release, so
@@ -222,6 +222,57 @@ GV_HD GV_INLINE m5::Cqe make_err_cqe(bool requester, std::uint32_t qpn, std::uin
   return c;
 }
 
+// ---- The engine's view of its own QP -------------------------------------------------------
+
+/// What one visit of the engine to its own QP works on: the owner's fields, copied in one
+/// round after the visit's acquire (they do not change while the QP can execute), and the
+/// requester's progress (this engine's alone), kept in registers for the visit and stored
+/// back at its end. Read in place, every field was a global load, and the fence before each
+/// WQE's data (which also drops the SM's L1) sent them to L2 again for every WQE.
+struct QpVisit {
+  QpCtx* ctx;  ///< the QP itself: its state (error transitions) and receive counter stay there
+  std::uint32_t qpn, pdn, send_cq, recv_cq, sq_bbs, rnr_retry, peer_qpn;
+  std::int32_t peer_pid;
+  std::uint64_t sq_off, dbrec_off, peer_base;
+  std::uint64_t sq_head, sq_rung, last_doorbell, rnr_resume_ns;
+  std::uint32_t rnr_left, rnr_active;
+};
+
+/// Start a visit of q (after the acquire that made its fields current).
+GV_HD GV_INLINE QpVisit begin_visit(QpCtx& q) {
+  QpVisit v;
+  v.ctx = &q;
+  v.qpn = q.qpn;
+  v.pdn = q.pdn;
+  v.send_cq = q.send_cq;
+  v.recv_cq = q.recv_cq;
+  v.sq_bbs = q.sq_bbs;
+  v.rnr_retry = q.rnr_retry;
+  v.peer_qpn = q.peer_qpn;
+  v.peer_pid = q.peer_pid;
+  v.sq_off = q.sq_off;
+  v.dbrec_off = q.dbrec_off;
+  v.peer_base = q.peer_base;
+  v.sq_head = q.sq_head;
+  v.sq_rung = q.sq_rung;
+  v.last_doorbell = q.last_doorbell;
+  v.rnr_resume_ns = q.rnr_resume_ns;
+  v.rnr_left = q.rnr_left;
+  v.rnr_active = q.rnr_active;
+  return v;
+}
+
+/// End a visit: the requester's progress back into the QP.
+GV_HD GV_INLINE void end_visit(const QpVisit& v) {
+  QpCtx& q = *v.ctx;
+  q.sq_head = v.sq_head;
+  q.sq_rung = v.sq_rung;
+  q.last_doorbell = v.last_doorbell;
+  q.rnr_resume_ns = v.rnr_resume_ns;
+  q.rnr_left = v.rnr_left;
+  q.rnr_active = v.rnr_active;
+}
+
 // ---- WQE parsing ---------------------------------------------------------------------------
 
 inline constexpr std::uint32_t kMaxSge = 60;  ///< data segments one WQE can hold (ds <= 63)
@@ -298,7 +349,7 @@ GV_HD GV_INLINE m5::DataSeg as_data_seg(const ib::Octoword& o) {
 
 /// Parse and check the WQE at `start`; `avail` WQEBBs from `start` are published (avail >= 1).
 /// Returns 0 or the syndrome of a malformed WQE (LOCAL_QP_OP_ERR / LOCAL_LENGTH_ERR).
-GV_HD GV_INLINE std::uint8_t parse_wqe(const QpCtx& q, const std::byte* sq, std::uint64_t start,
+GV_HD GV_INLINE std::uint8_t parse_wqe(const QpVisit& q, const std::byte* sq, std::uint64_t start,
                                        std::uint64_t avail, ParsedWqe& w) {
   // The whole first WQEBB in one round of loads: control, remote address, atomic and the
   // first data or inline segment of every opcode lie in it.
@@ -427,7 +478,10 @@ class Hca {
     if (live == 0) return false;
     if (st == QpState::kError) {
       sync::acquire_fence();
-      return flush(env, q);
+      QpVisit v = begin_visit(q);
+      const bool any = flush(env, v);
+      end_visit(v);
+      return any;
     }
     if (st != QpState::kRts) return false;
     // The doorbell record says what to execute; the doorbell (the first 8 bytes of the last
@@ -438,30 +492,33 @@ class Hca {
     const bool rung = db != q.last_doorbell;
     if (!rung && rec <= q.sq_rung && q.sq_head >= q.sq_rung) return false;
     sync::acquire_fence();
+    QpVisit v = begin_visit(q);
     if (rung) {
-      q.last_doorbell = db;
-      if ((byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8) != q.qpn) {
-        raise_async(a, AsyncEventType::kQpFatal, q.qpn, db);
+      v.last_doorbell = db;
+      if ((byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8) != v.qpn) {
+        raise_async(a, AsyncEventType::kQpFatal, v.qpn, db);
         set_qp_error(q);
+        end_visit(v);
         return true;
       }
     }
-    if (rec > q.sq_rung) q.sq_rung = rec;
+    if (rec > v.sq_rung) v.sq_rung = rec;
     bool progressed = false;
     Responder r;
-    for (int n = 0; n < kBurst && q.sq_head < q.sq_rung; ++n) {
-      if (q.rnr_active && env.now_ns() < q.rnr_resume_ns) break;
+    for (int n = 0; n < kBurst && v.sq_head < v.sq_rung; ++n) {
+      if (v.rnr_active && env.now_ns() < v.rnr_resume_ns) break;
       ParsedWqe w;
-      const Exec e = execute(env, q, w, r);
+      const Exec e = execute(env, v, w, r);
       if (e == Exec::kRnrWait) break;
       progressed = true;
-      q.rnr_active = 0;
-      q.sq_head += w.nbb;
+      v.rnr_active = 0;
+      v.sq_head += w.nbb;
       if (e == Exec::kFailed) {
         set_qp_error(q);
         break;
       }
     }
+    end_visit(v);
     env.settle();
     return progressed;
   }
@@ -472,7 +529,7 @@ class Hca {
 
   /// Complete the WQE at sq_head: success CQE if signaled, error CQE always. The data moved
   /// so far is settled (visible to its observers) before a CQE.
-  GV_HD GV_INLINE static Exec finish(Env& env, QpCtx& q, const ParsedWqe& w, std::uint8_t syndrome) {
+  GV_HD GV_INLINE static Exec finish(Env& env, QpVisit& q, const ParsedWqe& w, std::uint8_t syndrome) {
     const Arena& a = env.own();
     const auto idx = static_cast<std::uint16_t>(q.sq_head);
     if (const std::uint8_t fault = env.take_fault(); syndrome == 0) syndrome = fault;
@@ -514,7 +571,7 @@ class Hca {
 
   /// RNR: the responder has no receive WQE. Retry after its RNR timer, up to rnr_retry times
   /// (7 = forever); then fail the WQE with RNR_RETRY_EXC_ERR.
-  GV_HD GV_INLINE static Exec rnr(Env& env, QpCtx& q, const PeerQp& pv, const ParsedWqe& w) {
+  GV_HD GV_INLINE static Exec rnr(Env& env, QpVisit& q, const PeerQp& pv, const ParsedWqe& w) {
     if (!q.rnr_active) {
       q.rnr_active = 1;
       q.rnr_left = q.rnr_retry;
@@ -530,7 +587,7 @@ class Hca {
 
   /// Deliver a SEND's payload into receive WQE `ridx` of the responder (`pv`: its QP's
   /// connection fields). Returns the responder-side syndrome (0 on success).
-  GV_HD GV_INLINE static std::uint8_t scatter_recv(Env& env, const QpCtx& q, const std::byte* sq,
+  GV_HD GV_INLINE static std::uint8_t scatter_recv(Env& env, const QpVisit& q, const std::byte* sq,
                                          const ParsedWqe& w, const Arena& pa, const PeerQp& pv,
                                          std::uint64_t ridx) {
     const std::byte* rwqe = pa.at<std::byte>(pv.rq_off) +
@@ -560,7 +617,7 @@ class Hca {
   }
 
   /// Address of local SGE i of the WQE (checked by execute(), which keeps the first).
-  GV_HD GV_INLINE static std::byte* local_sge(Env& env, const QpCtx& q, const ParsedWqe& w,
+  GV_HD GV_INLINE static std::byte* local_sge(Env& env, const QpVisit& q, const ParsedWqe& w,
                                               const m5::DataSeg& d, std::uint32_t i) {
     if (i == 0) return w.local0;
     std::byte* p;
@@ -571,7 +628,7 @@ class Hca {
 
   /// Copy payload bytes [off, off+len) of the WQE (SGEs or inline data, which may wrap
   /// around the ring end) to dst. Local keys were checked by execute().
-  GV_HD GV_INLINE static void copy_payload(Env& env, const QpCtx& q, const std::byte* sq,
+  GV_HD GV_INLINE static void copy_payload(Env& env, const QpVisit& q, const std::byte* sq,
                                  const ParsedWqe& w, std::uint64_t off, std::uint64_t len,
                                  std::byte* dst, bool publish) {
     const std::uint64_t end = off + len;
@@ -604,7 +661,7 @@ class Hca {
     }
   }
 
-  GV_HD GV_INLINE static Exec execute(Env& env, QpCtx& q, ParsedWqe& w, Responder& r) {
+  GV_HD GV_INLINE static Exec execute(Env& env, QpVisit& q, ParsedWqe& w, Responder& r) {
     const Arena& a = env.own();
     const std::byte* sq = a.at<std::byte>(q.sq_off);
     const std::uint8_t bad = parse_wqe(q, sq, q.sq_head, q.sq_rung - q.sq_head, w);
@@ -743,7 +800,7 @@ class Hca {
 
   /// After an error, every posted WQE completes with WR_FLUSH_ERR, signaled or not, and so
   /// does every posted receive WQE. No doorbell is needed to flush.
-  GV_HD GV_INLINE static bool flush(Env& env, QpCtx& q) {
+  GV_HD GV_INLINE static bool flush(Env& env, QpVisit& q) {
     const Arena& a = env.own();
     bool any = false;
     q.rnr_active = 0;
@@ -763,7 +820,7 @@ class Hca {
     }
     q.sq_rung = q.sq_head;
     std::uint64_t ridx;
-    while (claim_recv(a, q.dbrec_off, &q.rq_head, ridx)) {
+    while (claim_recv(a, q.dbrec_off, &q.ctx->rq_head, ridx)) {
       push_cqe(a, q.recv_cq, make_err_cqe(false, q.qpn, 0, static_cast<std::uint16_t>(ridx),
                                           m5::kSyndWrFlushErr),
                env.scope(a));

@@ -12,7 +12,6 @@ namespace {
 
 using soft::Arena;
 using soft::ArenaHeader;
-using soft::QpCtx;
 
 /// Bytes lane 0 moves alone: below this, waking the helpers costs more than it saves.
 constexpr std::uint64_t kSoloBytes = 128;
@@ -75,7 +74,7 @@ class GpuEnv {
   __device__ sync::Scope scope(const Arena& a) const { return scope_of(a.base); }
 
   /// The host resolved the peer's arena to an address of this process at RTR (peer_base).
-  __device__ Arena peer(const QpCtx& q) const { return Arena{reinterpret_cast<std::byte*>(q.peer_base)}; }
+  __device__ Arena peer(const soft::QpVisit& q) const { return Arena{reinterpret_cast<std::byte*>(q.peer_base)}; }
 
   __device__ std::uint64_t fetch_add(std::uint64_t* t, std::uint64_t v) { return sync::fetch_add(t, v); }
   __device__ std::uint64_t compare_swap(std::uint64_t* t, std::uint64_t expected, std::uint64_t desired) {

@@ -226,9 +226,10 @@ class CpuEnv {
   /// The QP whose WQEs the engine executes next (named in reports of failed copies).
   void set_current_qp(std::uint32_t qpn) { qpn_ = qpn; }
 
-  Arena peer(const QpCtx& q) {
-    if (std::strncmp(q.peer_arena, path_.c_str(), soft::kMaxPathLen) == 0) return own_;
-    const std::string key(q.peer_arena, strnlen(q.peer_arena, soft::kMaxPathLen));
+  Arena peer(const soft::QpVisit& v) {
+    const char* path = v.ctx->peer_arena;
+    if (std::strncmp(path, path_.c_str(), soft::kMaxPathLen) == 0) return own_;
+    const std::string key(path, strnlen(path, soft::kMaxPathLen));
     auto it = peers_.find(key);
     if (it != peers_.end()) return it->second.arena;
     const Mapping m = map_arena_path(key.c_str());
