@@ -639,15 +639,13 @@ class Hca {
                 static_cast<std::uint32_t>(len), publish);
         return;
       }
-      for (std::uint64_t p = off; p < end;) {  // from the ring, which may wrap
-        const std::uint64_t pos = sizeof(m5::InlineSeg) + p;
-        const std::uint32_t k = w.first_payload_oct + static_cast<std::uint32_t>(pos / 16);
-        const std::uint32_t in = static_cast<std::uint32_t>(pos % 16);
-        const std::uint64_t n = (16 - in) < (end - p) ? (16 - in) : (end - p);
-        env.copy(dst + (p - off), sq + ib::sq_octoword_offset(q.sq_head, k, q.sq_bbs) + in, n,
-                 publish && p + n == end);
-        p += n;
-      }
+      // From the ring: one move up to its end, and one from its start if the WQE wraps.
+      const std::uint64_t ring = std::uint64_t{q.sq_bbs} * m5::kSendWqeBB;
+      std::uint64_t pos = ib::sq_octoword_offset(q.sq_head, 0, q.sq_bbs) + at;
+      if (pos >= ring) pos -= ring;
+      const std::uint64_t first = len < ring - pos ? len : ring - pos;
+      env.copy(dst, sq + pos, first, publish && first == len);
+      if (first < len) env.copy(dst + first, sq, len - first, publish);
       return;
     }
     std::uint64_t base = 0;

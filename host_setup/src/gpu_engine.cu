@@ -13,9 +13,6 @@ namespace {
 using soft::Arena;
 using soft::ArenaHeader;
 
-/// Bytes lane 0 moves alone: below this, waking the helpers costs more than it saves.
-constexpr std::uint64_t kSoloBytes = 128;
-
 /// One warp's data-mover job: written by lane 0, executed by all 32 lanes.
 struct MoveJob {
   std::byte* dst;
@@ -24,41 +21,39 @@ struct MoveJob {
   std::uint32_t stop;
 };
 
-/// The share of a move in words of type V that starts at word `first` and takes every
-/// `stride`-th word (n a multiple of sizeof(V), both pointers aligned to it): a lane of a warp
-/// (stride 32) or lane 0 alone (stride 1), four words in flight before their stores.
+/// Lane `lane`'s share of a move in words of type V (n a multiple of sizeof(V), both pointers
+/// aligned to it): every 32nd word from word `lane`, four words in flight before their stores.
 template <class V>
-__device__ void move_words(std::byte* dst, const std::byte* src, std::uint64_t n, unsigned first,
-                           unsigned stride) {
+__device__ void move_words(std::byte* dst, const std::byte* src, std::uint64_t n, unsigned lane) {
   auto* d = reinterpret_cast<V*>(dst);
   const auto* s = reinterpret_cast<const V*>(src);
   const std::uint64_t words = n / sizeof(V);
-  std::uint64_t i = first;
-  for (; i + 3 * stride < words; i += 4 * stride) {
-    const V a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
+  std::uint64_t i = lane;
+  for (; i + 3 * 32 < words; i += 4 * 32) {
+    const V a = s[i], b = s[i + 32], c = s[i + 2 * 32], e = s[i + 3 * 32];
     d[i] = a;
-    d[i + stride] = b;
-    d[i + 2 * stride] = c;
-    d[i + 3 * stride] = e;
+    d[i + 32] = b;
+    d[i + 2 * 32] = c;
+    d[i + 3 * 32] = e;
   }
-  for (; i < words; i += stride) d[i] = s[i];
+  for (; i < words; i += 32) d[i] = s[i];
 }
 
-/// A share of job j in the widest words both pointers allow (see move_words).
-__device__ __noinline__ void move_part(const MoveJob& j, unsigned first, unsigned stride) {
+/// Lane `lane`'s share of job j, in the widest words both pointers allow (see move_words).
+__device__ __noinline__ void move_part(const MoveJob& j, unsigned lane) {
   const auto align = reinterpret_cast<std::uintptr_t>(j.dst) | reinterpret_cast<std::uintptr_t>(j.src);
   std::uint64_t done = 0;
   if ((align & 15) == 0) {
     done = j.n & ~std::uint64_t{15};
-    move_words<uint4>(j.dst, j.src, done, first, stride);
+    move_words<uint4>(j.dst, j.src, done, lane);
   } else if ((align & 7) == 0) {
     done = j.n & ~std::uint64_t{7};
-    move_words<std::uint64_t>(j.dst, j.src, done, first, stride);
+    move_words<std::uint64_t>(j.dst, j.src, done, lane);
   } else if ((align & 3) == 0) {
     done = j.n & ~std::uint64_t{3};
-    move_words<std::uint32_t>(j.dst, j.src, done, first, stride);
+    move_words<std::uint32_t>(j.dst, j.src, done, lane);
   }
-  move_words<std::uint8_t>(j.dst + done, j.src + done, j.n - done, first, stride);
+  move_words<std::uint8_t>(j.dst + done, j.src + done, j.n - done, lane);
 }
 
 /// The GPU engine's environment for soft::Hca (see the Env contract in soft/hca.hpp).
@@ -84,7 +79,7 @@ class GpuEnv {
   /// Loads and stores cannot fail softly: a bad address traps the engine (the watchdog says so).
   __device__ std::uint8_t take_fault() { return 0; }
 
-  /// Move n bytes, 32 lanes wide beyond kSoloBytes. With `publish`, the last byte is stored
+  /// Move n bytes, 32 lanes wide beyond 8. With `publish`, the last byte is stored
   /// last with release at the widest scope of the message's destinations (see put() for
   /// messages of up to 8 bytes).
   __device__ void copy(void* d, const void* s, std::uint64_t n, bool publish) {
@@ -125,17 +120,14 @@ class GpuEnv {
       for (std::uint64_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(src[i])} << (8 * i);
       return put_out(dst, v, static_cast<std::uint32_t>(n), publish, scope, u);
     }
-    const std::uint64_t body = publish ? n - 1 : n;
-    if (body > kSoloBytes) {
-      job->dst = dst;
-      job->src = src;
-      job->n = body;
-      __syncwarp();  // the helpers take the job
-      move_part(*job, 0, 32);
-      __syncwarp();  // every lane's share is stored (and ordered before what follows)
-    } else {
-      move_part(MoveJob{dst, src, body, 0}, 0, 1);
-    }
+    // Every move of more than 8 bytes is the warp's: a lane's share of up to 128 bytes (16-byte
+    // words) is one round of loads, where lane 0 alone waited for a round per 4 words.
+    job->dst = dst;
+    job->src = src;
+    job->n = publish ? n - 1 : n;
+    __syncwarp();  // the helpers take the job
+    move_part(*job, 0);
+    __syncwarp();  // every lane's share is stored (and ordered before what follows)
     u = wider(u, scope);
     return publish ? release_last(dst + n - 1, static_cast<std::uint8_t>(src[n - 1]), scope, u) : u;
   }
@@ -209,7 +201,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
     for (;;) {
       __syncwarp();  // a job (or stop) from lane 0
       if (job->stop) return;
-      move_part(*job, lane, 32);
+      move_part(*job, lane);
       __syncwarp();
     }
   }

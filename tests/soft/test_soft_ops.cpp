@@ -144,6 +144,35 @@ TEST_P(SoftOps, SendScattersIntoReceiveSges) {
   }
 }
 
+// A small send queue wraps often, and inline WQEs of several WQEBBs straddle its end: the
+// engine copies their payload up to the ring end and the rest from its start.
+TEST_P(SoftOps, InlineWritesAcrossTheRingEnd) {
+  gv::QpCaps caps;
+  caps.sq_depth = 2;
+  caps.max_inline = 256;
+  Endpoint s(*da, caps), r(db ? *db : *da, caps);
+  connect_pair(s, r);
+  Buffer dst(db ? *db : *da, *r.pd, 1 << 16, kAllAccess, 33);
+  std::mt19937_64 rng(3);
+  std::uint64_t straddled = 0, bbs = 0;
+  for (int i = 0; i < 300; ++i) {
+    const std::uint32_t len = 1 + static_cast<std::uint32_t>(rng() % 256);
+    std::vector<std::uint8_t> msg(len);
+    for (auto& x : msg) x = static_cast<std::uint8_t>(rng());
+    const Sge g{reinterpret_cast<std::uint64_t>(msg.data()), len, 0};
+    const SendWr wr = make_wr(WrOpcode::kRdmaWrite, &g, 1, gv::ib::kWrSignaled | gv::ib::kWrInline,
+                              dst.addr(static_cast<std::size_t>(i) * 200), dst.mr->rkey());
+    const std::uint32_t n = gv::ib::wqe_bbs(gv::ib::wqe_ds(wr));
+    straddled += (bbs % s.h.sq_bbs) + n > s.h.sq_bbs;
+    bbs += n;
+    post_ok(s, wr);
+    const Completion c = wait_cqe(s);
+    ASSERT_TRUE(c.ok()) << gv::describe(c);
+    ASSERT_EQ(std::memcmp(dst.p + static_cast<std::size_t>(i) * 200, msg.data(), len), 0) << "message " << i << ", " << len << " B";
+  }
+  EXPECT_GT(straddled, 10u) << "the ring of " << s.h.sq_bbs << " WQEBBs was not straddled";
+}
+
 TEST_P(SoftOps, InlineSend) {
   std::uint8_t msg[100];
   for (int i = 0; i < 100; ++i) msg[i] = static_cast<std::uint8_t>(i * 7 + 3);
