@@ -223,5 +223,26 @@ GV_HD GV_INLINE void cqe_read_before_release(std::uint32_t* cq_dbrec, std::uint3
   store_release(cq_dbrec, be_value, s);
 }
 
+/// A CQ's only poller hands consumed CQEs back (the CQ's consumer index, released at the
+/// executor's scope `s`) and frees the work-queue space they cover (`completed`, which posters
+/// of this GPU acquire; may be null) behind one release: on the GPU one fence at the wider
+/// scope and two relaxed stores, instead of two releases; on the host the two releases.
+GV_HD GV_INLINE void cqe_read_before_release_and_retire(std::uint32_t* cq_dbrec, std::uint32_t be_value, Scope s,
+                                                        std::uint64_t* completed, std::uint64_t end) {
+#if GV_DEVICE_PASS
+  if (s == Scope::kSystem) {
+    cuda::atomic_thread_fence(GV_MO(release), cuda::thread_scope_system);
+    aref_sys<std::uint32_t>(*cq_dbrec).store(be_value, GV_MO(relaxed));
+  } else {
+    cuda::atomic_thread_fence(GV_MO(release), cuda::thread_scope_device);
+    aref<std::uint32_t>(*cq_dbrec).store(be_value, GV_MO(relaxed));
+  }
+  if (completed != nullptr) aref<std::uint64_t>(*completed).store(end, GV_MO(relaxed));
+#else
+  if (completed != nullptr) store_release(completed, end);
+  store_release(cq_dbrec, be_value, s);
+#endif
+}
+
 #undef GV_MO
 }  // namespace gv::sync

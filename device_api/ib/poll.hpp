@@ -98,20 +98,60 @@ GV_HD GV_INLINE Status empty_or_overrun(const CqHandle& cq) {
                                                                        : Status::kEmpty;
 }
 
+/// try_poll_cq for the CQ's only poller (kExclusive), which is also the only one to advance
+/// the completed counters of the work queues the CQ retires (CQEs arrive in work-queue order,
+/// so a plain store keeps them monotonic). Three rounds of loads and one release: its cursor
+/// and those counters; the CQE's last word (acquire); the CQE's body and, for a send
+/// completion, the control segment of the WQE its wqe_counter names (widened from the
+/// completed counter: the oldest WQE not yet completed starts there, and every outstanding
+/// one lies within one ring of it). Then cursor, counter and consumer index are stored.
+GV_HD GV_INLINE Status try_poll_cq_owned(const CqHandle& cq, Completion& out) {
+  const std::uint64_t ci = sync::load_relaxed(&cq.state->claimed);
+  WqCounters* const sq = cq.send_qp != nullptr ? &cq.send_qp->sq : nullptr;
+  WqCounters* const rq = cq.recv_qp != nullptr ? &cq.recv_qp->rq : nullptr;
+  const std::uint64_t sq_done = sq != nullptr ? sync::load_relaxed(&sq->completed) : 0;
+  const std::uint64_t rq_done = rq != nullptr ? sync::load_relaxed(&rq->completed) : 0;
+  const mlx5::Cqe* cqe = cq.ring + (ci & ((1u << cq.log_cqes) - 1));
+  const std::uint32_t tail = cqe_tail(cq, cqe);
+  if (!cqe_ready(tail, ci, cq.log_cqes)) return empty_or_overrun(cq);
+  // wqe_counter is the tail's first two bytes, big-endian.
+  const std::uint32_t counter = ((tail & 0xffu) << 8) | ((tail >> 8) & 0xffu);
+  const std::uint8_t op = mlx5::cqe_opcode(static_cast<std::uint8_t>(tail >> 24));
+  const bool req = op == mlx5::kCqeReq || op == mlx5::kCqeReqErr;
+  const std::uint64_t start = widen(sq_done, counter, 16);
+  Octoword ctrl{};
+  if (req && sq != nullptr) ctrl = load_octoword(cq.send_sq + sq_octoword_offset(start, 0, cq.send_sq_bbs));
+  mlx5::Cqe copy;
+  std::memcpy(&copy, cqe, sizeof(copy));
+  out = decode_cqe(copy);
+  std::uint64_t* done = nullptr;
+  std::uint64_t end = 0;
+  if (req) {
+    if (sq != nullptr && out.qpn == cq.send_qpn) {
+      done = &sq->completed;
+      end = start + wqe_bbs(byteswap(ctrl.w[1]) & 0x3fu);
+    }
+  } else if (rq != nullptr && out.qpn == cq.recv_qpn) {
+    done = &rq->completed;
+    end = widen(rq_done, counter, 16) + 1;
+  }
+  sync::store_relaxed(&cq.state->claimed, ci + 1);
+  sync::cqe_read_before_release_and_retire(&cq.dbrec->set_ci.raw,
+                                           be32::from(static_cast<std::uint32_t>((ci + 1) & mlx5::kCqCiMask)).raw,
+                                           cq.executor, done, end);
+  return out.status;
+}
+
 /// Take one completion if one is ready: kOk / kCompletionError with `out` filled, kEmpty, or
 /// kCqOverrun once the provider declared the CQ overrun.
 template <Ownership O>
 GV_HD Status try_poll_cq(const CqHandle& cq, Completion& out) {
-  const std::uint32_t mask = (1u << cq.log_cqes) - 1;
-  std::uint64_t ci;
-  mlx5::Cqe copy;
   if constexpr (O == Ownership::kExclusive) {
-    ci = sync::load_relaxed(&cq.state->claimed);
-    const mlx5::Cqe* cqe = cq.ring + (ci & mask);
-    if (!cqe_ready(cqe_tail(cq, cqe), ci, cq.log_cqes)) return empty_or_overrun(cq);
-    std::memcpy(&copy, cqe, sizeof(copy));
-    sync::store_relaxed(&cq.state->claimed, ci + 1);
+    return try_poll_cq_owned(cq, out);
   } else {
+    const std::uint32_t mask = (1u << cq.log_cqes) - 1;
+    std::uint64_t ci;
+    mlx5::Cqe copy;
     for (;;) {
       ci = sync::load_acquire(&cq.state->claimed);
       const mlx5::Cqe* cqe = cq.ring + (ci & mask);
@@ -126,11 +166,11 @@ GV_HD Status try_poll_cq(const CqHandle& cq, Completion& out) {
     const Status st = sync::bounded_wait(
         [&] { return sync::load_acquire(&cq.state->released) == ci; }, Budget{}, cq.abort);
     if (st != Status::kOk) return st;
+    out = decode_cqe(copy);
+    retire(cq, out);
+    cq_release<O>(cq, ci + 1);
+    return out.status;
   }
-  out = decode_cqe(copy);
-  retire(cq, out);
-  cq_release<O>(cq, ci + 1);
-  return out.status;
 }
 
 /// Wait (bounded) for one completion.
