@@ -7,7 +7,8 @@
 # GV_BENCH names the benchmarks (default: postpoll anchors pingpong host-pingpong), from
 #   postpoll anchors pingpong bw msgrate atomics host-pingpong engine1 (the gpu-qgpu rows
 #   with both sides on GPU 0) msgrate-warps (gpu-qgpu msgrate with 16 engine warps)
-# each run once with --json into bench.json (command and exit status into bench.txt). Every step has its
+# each run once with --json into bench.json (command and exit status into bench.txt). GV_SKIP_TESTS=1
+# skips the tests and sanitizers (a second call on a warm machine, for more benchmarks). Every step has its
 # own time limit, cut to what is left before GV_DEADLINE seconds into the script (default
 # 470), and a step with less than 10 s left is skipped: the script ends within about 8 minutes.
 set -uo pipefail
@@ -35,29 +36,31 @@ TARGETS="test_gpu_ib test_gpu_engine test_gpu_cpu_engine gv_gpu_verbs gv_pingpon
 cmake --build build-dev -j16 --target $TARGETS ${EXTRA_TARGETS:-} >> "$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
 
-: > "$OUT/tests.log"
-for t in test_gpu_ib test_gpu_engine test_gpu_cpu_engine; do
-  log "$t"
-  echo "## $t" >> "$OUT/tests.log"
-  echo "$t $(limited 240 "$OUT/tests.log" "build-dev/tests/gpu/$t")" | tee -a "$S"
-done
-grep -E "PASSED|FAILED|SKIPPED|Failure" "$OUT/tests.log" | head -30 | tee -a "$S"
-# Not test_gpu_engine: compute-sanitizer serialises kernels, and every test there needs the
-# resident engine to run beside the test's kernels (it hangs until the step's time limit).
-# Nor test_gpu_cpu_engine's two-engine atomics stress: under memcheck its 1600 copy-based
-# atomics outlast the kernels' bounded waits (run 7: a timeout, nothing else).
-for t in test_gpu_ib "test_gpu_cpu_engine --gtest_filter=-*LoseNothing"; do
-  log "memcheck ($t)"
-  # shellcheck disable=SC2086  # the test's name and filter split into words
-  echo "memcheck $(limited 150 "$OUT/sanitizer.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
-    build-dev/tests/gpu/$t)" | tee -a "$S"
-  tail -3 "$OUT/sanitizer.log" | tee -a "$S"
-done
-if [[ -n "${GV_RACECHECK:-}" ]]; then
-  log "racecheck (shared and warp posting)"
-  echo "racecheck $(limited 90 "$OUT/sanitizer.log" compute-sanitizer --tool racecheck --error-exitcode 9 \
-    build-dev/tests/gpu/test_gpu_ib --gtest_filter='GpuPostShared.*:Modes/*Warp*')" | tee -a "$S"
-  tail -3 "$OUT/sanitizer.log" | tee -a "$S"
+if [[ -z "${GV_SKIP_TESTS:-}" ]]; then
+  : > "$OUT/tests.log"
+  for t in test_gpu_ib test_gpu_engine test_gpu_cpu_engine; do
+    log "$t"
+    echo "## $t" >> "$OUT/tests.log"
+    echo "$t $(limited 240 "$OUT/tests.log" "build-dev/tests/gpu/$t")" | tee -a "$S"
+  done
+  grep -E "PASSED|FAILED|SKIPPED|Failure" "$OUT/tests.log" | head -30 | tee -a "$S"
+  # Not test_gpu_engine: compute-sanitizer serialises kernels, and every test there needs the
+  # resident engine to run beside the test's kernels (it hangs until the step's time limit).
+  # Nor test_gpu_cpu_engine's two-engine atomics stress: under memcheck its 1600 copy-based
+  # atomics outlast the kernels' bounded waits (run 7: a timeout, nothing else).
+  for t in test_gpu_ib "test_gpu_cpu_engine --gtest_filter=-*LoseNothing"; do
+    log "memcheck ($t)"
+    # shellcheck disable=SC2086  # the test's name and filter split into words
+    echo "memcheck $(limited 150 "$OUT/sanitizer.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
+      build-dev/tests/gpu/$t)" | tee -a "$S"
+    tail -3 "$OUT/sanitizer.log" | tee -a "$S"
+  done
+  if [[ -n "${GV_RACECHECK:-}" ]]; then
+    log "racecheck (shared and warp posting)"
+    echo "racecheck $(limited 90 "$OUT/sanitizer.log" compute-sanitizer --tool racecheck --error-exitcode 9 \
+      build-dev/tests/gpu/test_gpu_ib --gtest_filter='GpuPostShared.*:Modes/*Warp*')" | tee -a "$S"
+    tail -3 "$OUT/sanitizer.log" | tee -a "$S"
+  fi
 fi
 
 B="$OUT/bench.txt"; J="$OUT/bench.json"
