@@ -37,9 +37,13 @@
 //   anchors    what the hardware gives without any verbs: a flag ping-pong between two blocks
 //              through GPU memory and through pinned host memory, and between two GPUs by peer
 //              stores when two are present; cudaMemcpyPeerAsync latency.
+//   drain      gpu-qgpu only: the GPU engine's time per WQE apart from its posters. With the
+//              engine stopped, 1 or 16 QPs get up to 128 inline WRITEs each; the engine resumes
+//              under blocks that wait for the CQEs, and a QP's first-to-last CQE time gives it.
+//              --hold-ms MS runs the engine MS ms alone instead (for ncu; no timing).
 // Options: --mode LIST, -a (8 B .. 4 MiB) or -s BYTES, -n ITERS, --gpus 1|2 (default 2 when two
 // GPUs reach each other), --json (one object per row: bench, mode, variant, bytes, iters, the
-// columns), --no-engine (postpoll).
+// columns), --no-engine (postpoll), --hold-ms (drain).
 //
 // Time is read by whoever runs the experiment through gv::sync::now_ns(): %globaltimer in
 // kernels, CLOCK_MONOTONIC on host threads. Payloads are seeded; after every run the received
@@ -54,6 +58,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <exception>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -412,6 +418,35 @@ struct Atomic {
   }
 };
 
+/// drain, step 1: role r posts n WRITEs (Stream's plan) on a QP whose executor is stopped.
+struct Prepost {
+  Stream stream;
+  GV_HD int endpoint(int role) const { return stream.endpoint(role); }
+  GV_HD WrPlan plan(const Endpoint& ep) const { return stream.plan(ep); }
+  template <class Tx>
+  GV_HD Status run(Tx& tx, const Endpoint&, int, std::uint64_t*) const {
+    Status st = tx.start();
+    for (std::uint64_t k = 0; k < stream.n && st == Status::kOk; ++k) st = tx.post(k);
+    return st;
+  }
+};
+
+/// drain, step 2: role r takes the CQEs of the n pre-posted WRITEs; t[0] is when the first
+/// was seen, t[1] the last.
+struct DrainWait {
+  Stream stream;
+  GV_HD int endpoint(int role) const { return stream.endpoint(role); }
+  GV_HD WrPlan plan(const Endpoint& ep) const { return stream.plan(ep); }
+  template <class Tx>
+  GV_HD Status run(Tx& tx, const Endpoint&, int, std::uint64_t* t) const {
+    Status st = tx.wait_sent(1);  // the first CQE
+    t[0] = gv::sync::now_ns();
+    if (st == Status::kOk) st = tx.wait_sent(stream.n);
+    t[1] = gv::sync::now_ns();
+    return st;
+  }
+};
+
 /// Where the roles of one launch find their endpoints and leave their results.
 struct RoleArgs {
   int first = 0;                     ///< the role of block 0
@@ -620,6 +655,14 @@ class Testbed {
       std::memcpy(v.data() + i, h_.staging, c);
     }
     return v;
+  }
+
+  /// gpu-qgpu: stop / restart every device's GPU engine (queues keep their state).
+  void quiesce() {
+    for (auto& d : dev_) d->quiesce();
+  }
+  void resume() {
+    for (auto& d : dev_) d->resume();
   }
 
   /// Run roles [0, roles) of `exp` and check that each reported success; `what` names the run
@@ -849,6 +892,7 @@ struct Options {
   std::uint64_t iters = 1000;
   int gpus = 0;  ///< 0: two when two GPUs reach each other, else one
   bool engine = true;  ///< postpoll: include the gpu-qgpu QP (a resident GPU engine)
+  int hold_ms = 0;     ///< drain: run the engine this long alone instead of timing it (ncu)
 
   bool has(Mode m) const { return std::find(modes.begin(), modes.end(), m) != modes.end(); }
 };
@@ -1576,8 +1620,80 @@ void bench_anchors(int iters) {
 }
 
 
+// ---- drain --------------------------------------------------------------------------------------
+
+/// The GPU engine's execution rate apart from its posters: with the engine stopped, each QP's
+/// block posts n inline WRITEs (one CQE per 16); then blocks that wait for those CQEs are
+/// started, the engine resumes, and the time from each QP's first CQE to its last gives the
+/// engine's time per WQE with a full backlog. With hold_ms, the engine instead runs hold_ms
+/// alone and the CQEs are checked after it stopped again (for ncu, which serialises kernels:
+/// profile the engine's second launch).
+void bench_drain(const Options& o, Harness& h) {
+  // The SQ holds 128 WQEs of two WQEBBs; two CQEs at least.
+  const std::uint64_t n = std::clamp<std::uint64_t>(o.iters, 2 * kSignalEvery, 128);
+  Shape shape;
+  shape.pairs = kMaxRoles / 2;
+  Testbed tb(Mode::kGpuQGpu, o.gpus, shape, h);
+  if (!g_json)
+    std::printf("# drain, gpu-qgpu: %llu inline WRITEs pre-posted per QP with the engine stopped, one CQE per %u; "
+                "ns per WQE from a QP's first CQE to its last; %s\n",
+                static_cast<unsigned long long>(n), kSignalEvery, where(tb).c_str());
+  for (const std::uint32_t bytes : {8u, 64u}) {
+    for (const int qps : {1, 16}) {
+      const Stream stream{bytes, n};
+      const std::string what = "drain " + std::to_string(qps) + " QPs " + std::to_string(bytes) + " B";
+      load_payloads(tb, 2 * qps, bytes);
+      tb.quiesce();
+      tb.run(Prepost{stream}, qps, what + " (posting)");
+      if (o.hold_ms > 0) {
+        tb.resume();
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.hold_ms));
+        tb.quiesce();
+        tb.run(DrainWait{stream}, qps, what);
+        tb.resume();
+      } else {
+        std::exception_ptr failed;
+        std::thread waiter([&] {
+          try {
+            tb.run(DrainWait{stream}, qps, what);
+          } catch (...) {
+            failed = std::current_exception();
+          }
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the waiting blocks are polling
+        tb.resume();
+        waiter.join();
+        if (failed) std::rethrow_exception(failed);
+      }
+      std::vector<double> per_wqe;
+      std::uint64_t first = ~std::uint64_t{0}, last = 0;
+      for (int r = 0; r < qps; ++r) {
+        expect_payload(tb, 2 * r + 1, 2 * r, bytes, pattern(seed_of(2 * r, bytes), bytes - 1), what);
+        const std::uint64_t* t = h.samples_of(r);
+        per_wqe.push_back(static_cast<double>(t[1] - t[0]) / static_cast<double>(n - kSignalEvery));
+        first = std::min(first, t[0]);
+        last = std::max(last, t[1]);
+      }
+      std::sort(per_wqe.begin(), per_wqe.end());
+      const double ns = per_wqe[per_wqe.size() / 2];
+      const double rate = static_cast<double>(qps) * static_cast<double>(n - kSignalEvery) /
+                          static_cast<double>(last - first) * 1e3;
+      if (o.hold_ms > 0) {
+        if (!g_json) std::printf(" %s: all CQEs arrived (held %d ms; no timing)\n", what.c_str(), o.hold_ms);
+      } else if (g_json) {
+        std::printf("{\"bench\":\"drain\",%s\"bytes\":%u,\"wqes_per_qp\":%llu,\"qps\":%d,\"ns_per_wqe_median\":%.1f,"
+                    "\"mmsg_per_s\":%.4f}\n",
+                    json_keys(Mode::kGpuQGpu, "inline", tb.gpus()).c_str(), bytes, static_cast<unsigned long long>(n), qps,
+                    ns, rate);
+      } else {
+        std::printf(" %-3d QPs %-3u B: %.1f ns per WQE (median over QPs), %.4f Mmsg/s together\n", qps, bytes, ns, rate);
+      }
+    }
+  }
+}
+
 constexpr char kUsage[] =
-    "usage: gv_gpu_verbs pingpong|bw|msgrate|atomics|postpoll|anchors [--mode LIST] [-a | -s BYTES]\n"
+    "usage: gv_gpu_verbs pingpong|bw|msgrate|atomics|postpoll|anchors|drain [--mode LIST] [-a | -s BYTES]\n"
     "                    [-n ITERS] [--gpus 1|2] [--engine-warps N] [--json]\n"
     "  --mode LIST  comma list of gpu-qgpu, gpu-qhost, host, host-assisted (default: all four)\n"
     "  -a           sizes 8 B .. 4 MiB (pingpong, bw; pingpong runs at most 100 iterations above 64 KiB)\n"
@@ -1587,13 +1703,14 @@ constexpr char kUsage[] =
     "  --gpus 1|2   GPUs to run on (default: 2 when two GPUs reach each other's memory)\n"
     "  --engine-warps N  gpu-qgpu: the GPU engine's warps, 1..32 (default 4)\n"
     "  --json       one JSON object per row\n"
-    "  --no-engine  postpoll: synthetic rings only, no resident GPU engine (ncu serialises kernels)\n";
+    "  --no-engine  postpoll: synthetic rings only, no resident GPU engine (ncu serialises kernels)\n"
+    "  --hold-ms MS drain: let the engine run MS ms alone, then check (for ncu); no timing\n";
 
 Options parse(int argc, char** argv) {
   if (argc < 2) throw std::invalid_argument("no subcommand");
   Options o;
   o.cmd = argv[1];
-  const std::string cmds[] = {"pingpong", "bw", "msgrate", "atomics", "postpoll", "anchors"};
+  const std::string cmds[] = {"pingpong", "bw", "msgrate", "atomics", "postpoll", "anchors", "drain"};
   if (std::find(std::begin(cmds), std::end(cmds), o.cmd) == std::end(cmds))
     throw std::invalid_argument("unknown subcommand " + o.cmd);
   for (int i = 2; i < argc; ++i) {
@@ -1619,6 +1736,9 @@ Options parse(int argc, char** argv) {
       g_engine_warps = static_cast<std::uint32_t>(w);
     } else if (a == "--no-engine" && o.cmd == "postpoll") {
       o.engine = false;
+    } else if (a == "--hold-ms" && o.cmd == "drain") {
+      o.hold_ms = std::stoi(value());
+      if (o.hold_ms < 1 || o.hold_ms > 60'000) throw std::invalid_argument("--hold-ms takes 1 .. 60000");
     } else if (a == "--mode") {
       o.modes.clear();
       const std::string list = value();
@@ -1695,6 +1815,7 @@ int main(int argc, char** argv) {
     else if (o.cmd == "msgrate") bench_msgrate(o, h);
     else if (o.cmd == "atomics") bench_atomics(o, h);
     else if (o.cmd == "postpoll") bench_postpoll(o, h);
+    else if (o.cmd == "drain") bench_drain(o, h);
     else bench_anchors(static_cast<int>(o.iters));
     return 0;
   } catch (const std::exception& e) {
