@@ -6,7 +6,8 @@
 #
 # GV_BENCH names the benchmarks (default: postpoll anchors pingpong host-pingpong), from
 #   postpoll anchors pingpong bw msgrate atomics host-pingpong engine1 (the gpu-qgpu rows
-#   with both sides on GPU 0) msgrate-warps (gpu-qgpu msgrate with 16 engine warps)
+#   with both sides on GPU 0) msgrate-warps (gpu-qgpu msgrate with 16 engine warps) drain
+#   (the GPU engine's time per WQE with pre-posted WQEs, 4 and 16 engine warps)
 # each run once with --json into bench.json (command and exit status into bench.txt). GV_SKIP_TESTS=1
 # skips the tests and sanitizers (a second call on a warm machine, for more benchmarks). Every step has its
 # own time limit, cut to what is left before GV_DEADLINE seconds into the script (default
@@ -86,6 +87,8 @@ for b in ${GV_BENCH:-postpoll anchors pingpong host-pingpong}; do
     bw) run 120 $V bw -a -n 5000 ;;
     msgrate) run 120 $V msgrate -n 20000 ;;
     msgrate-warps) run 60 $V msgrate -n 20000 --mode gpu-qgpu --engine-warps 16 ;;
+    drain) run 60 $V drain
+           run 60 $V drain --engine-warps 16 ;;
     atomics) run 60 $V atomics -n 2000 ;;
     host-pingpong) run 60 build-dev/bench/gv_pingpong -a -n 1000 ;;
     *) echo "unknown benchmark $b" | tee -a "$S" ;;

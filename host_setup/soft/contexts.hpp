@@ -18,7 +18,16 @@ inline constexpr std::uint32_t kArenaVersion = 3;
 inline constexpr std::uint32_t kQpnBase = 0x40;     ///< qpn = kQpnBase + slot
 inline constexpr std::uint32_t kMaxPathLen = 64;
 inline constexpr std::uint32_t kAsyncEventSlots = 64;
-inline constexpr std::uint32_t kMaxEngineWarps = 32;  ///< GPU engine: warps, each serving slot % warps
+inline constexpr std::uint32_t kMaxEngineWarps = 32;  ///< GPU engine: warps (engine_slot() shares the slots out)
+
+/// GPU engine: the QP slot of table round `round` (slots [round * warps, (round + 1) * warps))
+/// that warp `warp` serves. Each round gives one slot to every warp, turned by one warp per
+/// round, so that a pattern in slot numbers spreads over the warps: with slot % warps, the
+/// requesters of QP pairs created together (every other slot) all fell to the even warps, and
+/// a one-way stream left half of the engine idle.
+constexpr std::uint32_t engine_slot(std::uint32_t warp, std::uint32_t round, std::uint32_t warps) {
+  return round * warps + (warp + round) % warps;
+}
 
 using gv::QpState;
 

@@ -216,7 +216,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
     // lies in host memory (a PCIe round trip), the table's high mark in the arena.
     if (sweeps % kStopSweeps == 0 && sync::load_host_flag(&beacon->stop) != 0) break;
     if (sweeps % kFlagSweeps == 0) n = sync::load_host_flag(&h->qp_high);
-    for (std::uint32_t slot = warp; slot < n; slot += warps) soft::Hca<GpuEnv>::step_slot(env, arena.qps()[slot]);
+    for (std::uint32_t round = 0; round * warps < n; ++round) {
+      const std::uint32_t slot = soft::engine_slot(warp, round, warps);
+      if (slot < n) soft::Hca<GpuEnv>::step_slot(env, arena.qps()[slot]);
+    }
     if ((sweeps + 1) % kEpochSweeps == 0) sync::store_release(&h->epoch[warp], sweeps + 2);
   }
   job->stop = 1;
