@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include <gpuverbs/config.hpp>
 #include <gpuverbs/host/types.hpp>
 #include <gpuverbs/ib/mlx5_format.hpp>
 
@@ -25,7 +26,7 @@ inline constexpr std::uint32_t kMaxEngineWarps = 32;  ///< GPU engine: warps (en
 /// round, so that a pattern in slot numbers spreads over the warps: with slot % warps, the
 /// requesters of QP pairs created together (every other slot) all fell to the even warps, and
 /// a one-way stream left half of the engine idle.
-constexpr std::uint32_t engine_slot(std::uint32_t warp, std::uint32_t round, std::uint32_t warps) {
+GV_HD constexpr std::uint32_t engine_slot(std::uint32_t warp, std::uint32_t round, std::uint32_t warps) {
   return round * warps + (warp + round) % warps;
 }
 

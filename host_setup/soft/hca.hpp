@@ -320,6 +320,12 @@ GV_HD GV_INLINE std::uint32_t first_bb_word(const ParsedWqe& w, std::uint32_t i)
 
 /// Bytes [at, at + n) of the first WQEBB (n <= 8, at + n <= 64), little-endian, from registers.
 GV_HD GV_INLINE std::uint64_t first_bb_bytes(const ParsedWqe& w, std::uint32_t at, std::uint32_t n) {
+  if (at % 4 == 0) {  // an inline payload's start (byte 20 or 36): two word selections, not eight byte ones
+    const std::uint64_t lo = first_bb_word(w, at / 4);
+    const std::uint64_t hi = n > 4 ? first_bb_word(w, at / 4 + 1) : 0;
+    const std::uint64_t v = lo | (hi << 32);
+    return n >= 8 ? v : v & ((std::uint64_t{1} << (8 * n)) - 1);
+  }
   std::uint64_t v = 0;
   for (std::uint32_t i = 0; i < 8; ++i) {
     if (i >= n) break;
