@@ -418,11 +418,15 @@ struct Atomic {
   }
 };
 
-/// drain, step 1: role r posts n WRITEs (Stream's plan) on a QP whose executor is stopped.
-struct Prepost {
+/// drain's two steps work on Stream's endpoints and plan.
+struct OnStream {
   Stream stream;
   GV_HD int endpoint(int role) const { return stream.endpoint(role); }
   GV_HD WrPlan plan(const Endpoint& ep) const { return stream.plan(ep); }
+};
+
+/// drain, step 1: role r posts n WRITEs on a QP whose executor is stopped.
+struct Prepost : OnStream {
   template <class Tx>
   GV_HD Status run(Tx& tx, const Endpoint&, int, std::uint64_t*) const {
     Status st = tx.start();
@@ -433,10 +437,7 @@ struct Prepost {
 
 /// drain, step 2: role r takes the CQEs of the n pre-posted WRITEs; t[0] is when the first
 /// was seen, t[1] the last.
-struct DrainWait {
-  Stream stream;
-  GV_HD int endpoint(int role) const { return stream.endpoint(role); }
-  GV_HD WrPlan plan(const Endpoint& ep) const { return stream.plan(ep); }
+struct DrainWait : OnStream {
   template <class Tx>
   GV_HD Status run(Tx& tx, const Endpoint&, int, std::uint64_t* t) const {
     Status st = tx.wait_sent(1);  // the first CQE
@@ -1644,18 +1645,18 @@ void bench_drain(const Options& o, Harness& h) {
       const std::string what = "drain " + std::to_string(qps) + " QPs " + std::to_string(bytes) + " B";
       load_payloads(tb, 2 * qps, bytes);
       tb.quiesce();
-      tb.run(Prepost{stream}, qps, what + " (posting)");
+      tb.run(Prepost{{stream}}, qps, what + " (posting)");
       if (o.hold_ms > 0) {
         tb.resume();
         std::this_thread::sleep_for(std::chrono::milliseconds(o.hold_ms));
         tb.quiesce();
-        tb.run(DrainWait{stream}, qps, what);
+        tb.run(DrainWait{{stream}}, qps, what);
         tb.resume();
       } else {
         std::exception_ptr failed;
         std::thread waiter([&] {
           try {
-            tb.run(DrainWait{stream}, qps, what);
+            tb.run(DrainWait{{stream}}, qps, what);
           } catch (...) {
             failed = std::current_exception();
           }
