@@ -1036,13 +1036,12 @@ void bench_msgrate(const Options& o, Harness& h) {
   for (const Mode m : o.modes) {
     Testbed tb(m, o.gpus, shape, h);
     if (!g_json) {
-      std::printf("# msgrate, %s: inline RDMA WRITEs, %s per QP, %llu in flight, one CQE per %u, %llu per QP; lag: median time from a group's first post to its CQE; %s\n",
+      std::printf("# msgrate, %s: inline RDMA WRITEs, %s per QP, %llu in flight, one CQE per %u, %llu per QP; %s\n",
                   name(m),
                   m == Mode::kHost ? "one host thread" : m == Mode::kHostAssisted ? "one block and one proxy thread" : "one block",
                   static_cast<unsigned long long>(kWindow), kSignalEvery, static_cast<unsigned long long>(o.iters),
                   where(tb).c_str());
-      std::printf("%s %-6s %-8s %-12s %-15s %s\n", lead("mode", "variant").c_str(), "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]",
-                  "lag[us]");
+      std::printf("%s %-6s %-8s %-12s %s\n", lead("mode", "variant").c_str(), "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]");
     }
     for (const std::uint32_t bytes : {8u, 64u}) {
       for (const int qps : {1, 2, 4, 8, 16, 32}) {
@@ -1057,24 +1056,20 @@ void bench_msgrate(const Options& o, Harness& h) {
         load_payloads(tb, 2 * qps, bytes);
         tb.run(exp, qps, what);
         std::uint64_t first = ~std::uint64_t{0}, last = 0;
-        std::vector<double> lag_us;  // a group's first post to its completion: the queueing in front of the executor
         for (int r = 0; r < qps; ++r) {
           expect_payload(tb, 2 * r + 1, 2 * r, bytes, pattern(seed_of(2 * r, bytes), bytes - 1), what);
           const auto g = groups_of(h.samples_of(r), exp.n);
           first = std::min(first, g.front().post_ns);
           last = std::max(last, g.back().done_ns);
-          for (const auto& x : g) lag_us.push_back(static_cast<double>(x.done_ns - x.post_ns) / 1000.0);
         }
-        std::nth_element(lag_us.begin(), lag_us.begin() + lag_us.size() / 2, lag_us.end());
-        const double lag = lag_us[lag_us.size() / 2];
         // The roles share a clock (one GPU's %globaltimer, or the host's): first post to last completion.
         const double total = static_cast<double>(exp.n) * qps;
         const double rate = last > first ? total / static_cast<double>(last - first) * 1e3 : 0.0;
         if (g_json)
-          std::printf("{\"bench\":\"msgrate\",%s\"bytes\":%u,\"iters\":%llu,\"qps\":%d,\"messages\":%.0f,\"mmsg_per_s\":%.4f,\"group_lag_us_median\":%.2f}\n",
-                      json_keys(m, "inline", tb.gpus()).c_str(), bytes, static_cast<unsigned long long>(exp.n), qps, total, rate, lag);
+          std::printf("{\"bench\":\"msgrate\",%s\"bytes\":%u,\"iters\":%llu,\"qps\":%d,\"messages\":%.0f,\"mmsg_per_s\":%.4f}\n",
+                      json_keys(m, "inline", tb.gpus()).c_str(), bytes, static_cast<unsigned long long>(exp.n), qps, total, rate);
         else
-          std::printf("%s %-6d %-8u %-12.0f %-15.4f %.2f\n", lead(name(m), "inline").c_str(), qps, bytes, total, rate, lag);
+          std::printf("%s %-6d %-8u %-12.0f %.4f\n", lead(name(m), "inline").c_str(), qps, bytes, total, rate);
       }
     }
   }
