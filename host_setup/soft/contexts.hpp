@@ -84,7 +84,7 @@ struct QpCtx {
   char peer_arena[kMaxPathLen];  ///< how to map the peer's arena ("/proc/<pid>/fd/<fd>")
   // ---- requester progress: this arena's engine only ----
   std::uint64_t sq_head;      ///< next WQEBB to execute
-  std::uint64_t sq_rung;      ///< WQEBBs covered by the last doorbell seen
+  std::uint64_t sq_rung;      ///< WQEBBs covered by the doorbell record as last seen
   std::uint64_t last_doorbell;
   std::uint32_t rnr_left;     ///< retries left for the WQE at sq_head (valid if rnr_active)
   std::uint32_t rnr_active;
