@@ -31,7 +31,6 @@ limited() {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$S"
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
-TARGETS="test_gpu_ib gv_gpu_verbs gv_pingpong"
 TARGETS="test_gpu_ib test_gpu_engine test_gpu_cpu_engine gv_gpu_verbs gv_pingpong"
 # shellcheck disable=SC2086  # word splitting of the target lists is intended
 cmake --build build-dev -j16 --target $TARGETS ${EXTRA_TARGETS:-} >> "$OUT/build.log" 2>&1 ||

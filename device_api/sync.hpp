@@ -120,6 +120,27 @@ GV_HD GV_INLINE void store_release(T* p, T v, Scope s) {
   (void)s;
   aref<T>(*p).store(v, GV_MO(release));
 }
+/// A release fence at scope s. The transports fence on the GPU only: host code orders with
+/// release stores, which ThreadSanitizer follows.
+GV_HD GV_INLINE void release_fence(Scope s) {
+#if GV_DEVICE_PASS
+  if (s == Scope::kSystem) cuda::atomic_thread_fence(GV_MO(release), cuda::thread_scope_system);
+  else cuda::atomic_thread_fence(GV_MO(release), cuda::thread_scope_device);
+#else
+  (void)s;
+  std::atomic_thread_fence(GV_MO(release));
+#endif
+}
+/// A relaxed store at scope s, e.g. after a release_fence().
+template <class T>
+GV_HD GV_INLINE void store_relaxed(T* p, T v, Scope s) {
+#if GV_DEVICE_PASS
+  if (s == Scope::kSystem) return aref_sys<T>(*p).store(v, GV_MO(relaxed));
+#endif
+  (void)s;
+  aref<T>(*p).store(v, GV_MO(relaxed));
+}
+
 /// Flags the host raises (abort, provider errors): a relaxed load that sees host stores.
 template <class T>
 GV_HD GV_INLINE T load_host_flag(const T* p) {
@@ -196,15 +217,9 @@ GV_HD GV_INLINE void wqe_visible_before_dbrec_and_doorbell(std::uint32_t* dbrec,
                                                            std::uint64_t* doorbell, std::uint64_t value,
                                                            Scope s) {
 #if GV_DEVICE_PASS
-  if (s == Scope::kSystem) {
-    cuda::atomic_thread_fence(GV_MO(release), cuda::thread_scope_system);
-    aref_sys<std::uint32_t>(*dbrec).store(be_value, GV_MO(relaxed));
-    aref_sys<std::uint64_t>(*doorbell).store(value, GV_MO(relaxed));
-  } else {
-    cuda::atomic_thread_fence(GV_MO(release), cuda::thread_scope_device);
-    aref<std::uint32_t>(*dbrec).store(be_value, GV_MO(relaxed));
-    aref<std::uint64_t>(*doorbell).store(value, GV_MO(relaxed));
-  }
+  release_fence(s);
+  store_relaxed(dbrec, be_value, s);
+  store_relaxed(doorbell, value, s);
 #else
   store_release(dbrec, be_value, s);
   store_release(doorbell, value, s);
@@ -230,14 +245,9 @@ GV_HD GV_INLINE void cqe_read_before_release(std::uint32_t* cq_dbrec, std::uint3
 GV_HD GV_INLINE void cqe_read_before_release_and_retire(std::uint32_t* cq_dbrec, std::uint32_t be_value, Scope s,
                                                         std::uint64_t* completed, std::uint64_t end) {
 #if GV_DEVICE_PASS
-  if (s == Scope::kSystem) {
-    cuda::atomic_thread_fence(GV_MO(release), cuda::thread_scope_system);
-    aref_sys<std::uint32_t>(*cq_dbrec).store(be_value, GV_MO(relaxed));
-  } else {
-    cuda::atomic_thread_fence(GV_MO(release), cuda::thread_scope_device);
-    aref<std::uint32_t>(*cq_dbrec).store(be_value, GV_MO(relaxed));
-  }
-  if (completed != nullptr) aref<std::uint64_t>(*completed).store(end, GV_MO(relaxed));
+  release_fence(s);  // the system scope covers the device's
+  store_relaxed(cq_dbrec, be_value, s);
+  if (completed != nullptr) store_relaxed(completed, end);
 #else
   if (completed != nullptr) store_release(completed, end);
   store_release(cq_dbrec, be_value, s);

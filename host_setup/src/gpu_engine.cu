@@ -97,8 +97,8 @@ class GpuEnv {
 
   /// Order every byte copy() stored before what this engine stores next.
   __device__ void settle() {
-    if (unsettled_ == kSystem) cuda::atomic_thread_fence(cuda::std::memory_order_release, cuda::thread_scope_system);
-    else if (unsettled_ == kGpuOnly) cuda::atomic_thread_fence(cuda::std::memory_order_release, cuda::thread_scope_device);
+    if (unsettled_ == kSystem) sync::release_fence(sync::Scope::kSystem);
+    else if (unsettled_ == kGpuOnly) sync::release_fence(sync::Scope::kGpu);
     unsettled_ = kNone;
   }
 
@@ -139,10 +139,10 @@ class GpuEnv {
     if (publish && u == kNone && (n == 1 || n == 2 || n == 4 || n == 8) &&
         reinterpret_cast<std::uintptr_t>(dst) % n == 0) {
       switch (n) {
-        case 1: store_word(reinterpret_cast<std::uint8_t*>(dst), static_cast<std::uint8_t>(v), scope); break;
-        case 2: store_word(reinterpret_cast<std::uint16_t*>(dst), static_cast<std::uint16_t>(v), scope); break;
-        case 4: store_word(reinterpret_cast<std::uint32_t*>(dst), static_cast<std::uint32_t>(v), scope); break;
-        default: store_word(reinterpret_cast<std::uint64_t*>(dst), v, scope); break;
+        case 1: sync::store_relaxed(reinterpret_cast<std::uint8_t*>(dst), static_cast<std::uint8_t>(v), scope); break;
+        case 2: sync::store_relaxed(reinterpret_cast<std::uint16_t*>(dst), static_cast<std::uint16_t>(v), scope); break;
+        case 4: sync::store_relaxed(reinterpret_cast<std::uint32_t*>(dst), static_cast<std::uint32_t>(v), scope); break;
+        default: sync::store_relaxed(reinterpret_cast<std::uint64_t*>(dst), v, scope); break;
       }
       return level(scope);
     }
@@ -163,14 +163,6 @@ class GpuEnv {
   static __device__ Unsettled release_last(std::byte* p, std::uint8_t v, sync::Scope scope, Unsettled u) {
     sync::store_release(reinterpret_cast<std::uint8_t*>(p), v, u == kSystem ? sync::Scope::kSystem : scope);
     return kNone;
-  }
-
-  template <class T>
-  static __device__ void store_word(T* p, T v, sync::Scope s) {
-    if (s == sync::Scope::kSystem)
-      cuda::atomic_ref<T, cuda::thread_scope_system>(*p).store(v, cuda::std::memory_order_relaxed);
-    else
-      cuda::atomic_ref<T, cuda::thread_scope_device>(*p).store(v, cuda::std::memory_order_relaxed);
   }
 
   Arena own_;
