@@ -1657,8 +1657,14 @@ void bench_drain(const Options& o, Harness& h) {
           }
         });
         std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the waiting blocks are polling
-        tb.resume();
+        std::exception_ptr resume_failed;  // the waiter is joined either way (its waits are bounded)
+        try {
+          tb.resume();
+        } catch (...) {
+          resume_failed = std::current_exception();
+        }
         waiter.join();
+        if (resume_failed) std::rethrow_exception(resume_failed);
         if (failed) std::rethrow_exception(failed);
       }
       std::vector<double> per_wqe;
