@@ -24,7 +24,7 @@
 # No WQE store may come between them. Exactly two 32-bit system-scope stores (the record's two
 # arms) may exist in the kernel. A different
 # sequence fails here on purpose: an ordering change must be looked at and this pin updated
-# together with the reasoning in device_api/sync.hpp.
+# together with the reasoning in device_api/include/gpuverbs/sync.hpp.
 cmake_minimum_required(VERSION 3.25)
 if(BUILD_DIR AND TARGET)
   execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${TARGET}
