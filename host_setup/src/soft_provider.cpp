@@ -35,6 +35,8 @@
 #if GPUVERBS_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "cuda_util.hpp"
+
 #include "gpu_engine.hpp"
 #endif
 
@@ -387,13 +389,6 @@ class CpuEnv {
 };
 
 #if GPUVERBS_HAVE_CUDA
-void cuda_check(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw Error(what + ": " + cudaGetErrorString(e));
-  }
-}
-
 /// Zero n bytes of GPU memory with copies from host memory, then wait for them. Not cudaMemset:
 /// a memset is a kernel, and while user kernels occupy every SM it would wait for them (open()
 /// could not report that the engine cannot start; a QP could not be created beside a
@@ -429,24 +424,6 @@ bool lazy_module_loading() {
   int mode = 0;
   return reinterpret_cast<Fn>(fn)(&mode) == 0 && mode == 2;  // CU_MODULE_LAZY_LOADING
 }
-
-/// Makes `gpu` current for a scope and restores the caller's device.
-class DeviceGuard {
- public:
-  /// `must`: throw if the device cannot be made current (false on teardown paths).
-  explicit DeviceGuard(int gpu, bool must = true) {
-    (void)cudaGetDevice(&prev_);
-    const cudaError_t e = cudaSetDevice(gpu);
-    if (must) cuda_check(e, "cudaSetDevice(" + std::to_string(gpu) + ")");
-    (void)cudaGetLastError();
-  }
-  ~DeviceGuard() { (void)cudaSetDevice(prev_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-};
 
 /// GPU arenas open in this process, by name, so that QPs of two devices connect without IPC.
 struct GpuArenaRef {

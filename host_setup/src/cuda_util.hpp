@@ -1,0 +1,46 @@
+// The host library's one CUDA error check, and a scoped current device. Included by sources
+// built with GPUVERBS_HAVE_CUDA only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include <gpuverbs/host/verbs.hpp>
+
+namespace gv::detail {
+
+/// What a failed CUDA call means for the user: the runtime's words, except where the machine
+/// simply has no GPU (the runtime then blames the driver version).
+inline std::string cuda_error_text(cudaError_t e) {
+  if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice)
+    return std::string("no NVIDIA GPU or driver found (") + cudaGetErrorName(e) + ")";
+  return cudaGetErrorString(e);
+}
+
+/// Throw gv::Error("<what>: <reason>") if `e` failed; the runtime's sticky last error is cleared.
+inline void cuda_check(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(what + ": " + cuda_error_text(e));
+  }
+}
+
+/// Makes `gpu` current for a scope and restores the caller's device.
+class DeviceGuard {
+ public:
+  /// `must`: throw if the device cannot be made current (false on teardown paths).
+  explicit DeviceGuard(int gpu, bool must = true) {
+    (void)cudaGetDevice(&prev_);
+    const cudaError_t e = cudaSetDevice(gpu);
+    if (must) cuda_check(e, "cudaSetDevice(" + std::to_string(gpu) + ")");
+    (void)cudaGetLastError();
+  }
+  ~DeviceGuard() { (void)cudaSetDevice(prev_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
+}  // namespace gv::detail
