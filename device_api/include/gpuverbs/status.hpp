@@ -15,6 +15,8 @@ enum class Status : std::uint32_t {
   kCompletionError,  ///< an error CQE: see Completion::syndrome
   kCqOverrun,        ///< the CQ overflowed; the provider raised an asynchronous error
   kInvalidArgument,  ///< a request the QP cannot carry (too long inline, too many SGEs, ...)
+  kInvalidPe,        ///< rma: a PE (rank) outside the World, or one this rank cannot reach
+  kOutOfBounds,      ///< rma: an address range outside the symmetric heap (or overflowing)
 };
 
 GV_HD inline constexpr const char* to_string(Status s) {
@@ -27,6 +29,8 @@ GV_HD inline constexpr const char* to_string(Status s) {
     case Status::kCompletionError: return "completion error";
     case Status::kCqOverrun: return "CQ overrun";
     case Status::kInvalidArgument: return "invalid argument";
+    case Status::kInvalidPe: return "PE out of range or unreachable";
+    case Status::kOutOfBounds: return "address outside the symmetric heap";
   }
   return "unknown status";
 }

@@ -1,0 +1,118 @@
+// gpuverbs device API, one-sided level: put, get, signal, wait, atomics, fence, quiet and
+// barrier between the ranks of a World, from kernels or host threads.
+//
+// A World (host_setup, <gpuverbs/host/world.hpp>) gives each rank a symmetric heap — an
+// allocation at offset X of one rank's heap is at offset X of every rank's — and an Endpoint
+// that kernels take by value. Symmetric addresses are local pointers into the heap: `dst` of a
+// put names "the same offset of PE pe's heap". Local buffers (src of a put, dst of a get) may
+// be any memory the caller reads and writes, except over the ib transport, where they must lie
+// in the heap unless they fit inline (Peer::lanes' max_inline).
+//
+// Groups: every operation takes a group G (Thread, Warp or Block; group.hpp). All members call
+// it together with the same arguments; all get the same Status.
+//
+// Completion and order:
+//   put / get / p / g / put_signal     return when the local buffer may be reused (put) or the
+//                                      data has arrived (get); the put may still be in flight
+//   *_nbi                              return at once; quiet() completes them
+//   put_signal                         the data is visible at PE pe before the signal changes
+//   fence()                            this thread's earlier puts to a PE are visible there
+//                                      before its later ones
+//   quiet()                            every put, signal and atomic this thread issued is complete
+//                                      and visible everywhere
+//   barrier()                          quiet, then wait until every rank reached the barrier
+// Every wait is bounded by Endpoint::budget and ends early with kAborted when the World is
+// aborted (a rank died). Bad input returns a status and touches nothing: kInvalidPe (PE out of
+// range or unreachable), kOutOfBounds (a symmetric range outside the heap, or overflowing),
+// kInvalidArgument (misaligned atomic or signal word, an unregistered local buffer over ib).
+//
+//   __global__ void ping(__grid_constant__ const gv::rma::Endpoint ep, float* buf, std::uint64_t* flag) {
+//     const int peer = 1 - static_cast<int>(ep.rank);
+//     gv::rma::put_signal<gv::rma::Block>(ep, buf, buf, 4096, flag, 1, gv::rma::SignalOp::kAdd, peer);
+//     gv::rma::wait_until<gv::rma::Block>(ep, flag, gv::rma::Cmp::kGe, std::uint64_t{1});
+//   }
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "rma/endpoint.hpp"
+#include "rma/group.hpp"
+#include "status.hpp"
+
+namespace gv::rma {
+
+// ---- Data movement ------------------------------------------------------------------------
+
+template <class G = Thread>
+GV_HD Status put(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe);
+template <class G = Thread>
+GV_HD Status put_nbi(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe);
+template <class G = Thread>
+GV_HD Status get(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe);
+template <class G = Thread>
+GV_HD Status get_nbi(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe);
+/// One value (1, 2, 4 or 8 bytes) stored at PE pe / loaded from it.
+template <class G = Thread, class T>
+GV_HD Status p(const Endpoint& ep, T* dst, T value, int pe);
+template <class G = Thread, class T>
+GV_HD Status g(const Endpoint& ep, const T* src, int pe, T& value);
+
+// ---- Signals ------------------------------------------------------------------------------
+
+/// put, then `*sig op= value` at PE pe, the signal ordered after the data.
+template <class G = Thread>
+GV_HD Status put_signal(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, std::uint64_t* sig,
+                        std::uint64_t value, SignalOp op, int pe);
+template <class G = Thread>
+GV_HD Status put_signal_nbi(const Endpoint& ep, void* dst, const void* src, std::size_t bytes,
+                            std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe);
+/// `*sig op= value` at PE pe, after this thread's earlier stores to it (release).
+template <class G = Thread>
+GV_HD Status signal(const Endpoint& ep, std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe);
+
+// ---- Waiting on this rank's words ---------------------------------------------------------
+
+/// Wait (bounded) until `*ivar cmp value` holds for a word of this rank's heap (4 or 8 bytes);
+/// what peers wrote before updating it is then visible. `seen` (optional) gets the value.
+template <class G = Thread, class T>
+GV_HD Status wait_until(const Endpoint& ep, const T* ivar, Cmp cmp, T value, T* seen = nullptr);
+/// Whether `*ivar cmp value` holds now (with the same visibility as wait_until when it does).
+template <class G = Thread, class T>
+GV_HD bool test(const Endpoint& ep, const T* ivar, Cmp cmp, T value);
+/// The current value of a local signal word.
+GV_HD std::uint64_t signal_fetch(const std::uint64_t* sig);
+
+// ---- Remote atomics (4- and 8-byte integers; swap and fetch also other 4/8-byte types) -----
+
+template <class G = Thread, class T>
+GV_HD Status fetch_add(const Endpoint& ep, T* target, T value, int pe, T& old);
+template <class G = Thread, class T>
+GV_HD Status add(const Endpoint& ep, T* target, T value, int pe);
+template <class G = Thread, class T>
+GV_HD Status compare_swap(const Endpoint& ep, T* target, T cond, T value, int pe, T& old);
+template <class G = Thread, class T>
+GV_HD Status swap(const Endpoint& ep, T* target, T value, int pe, T& old);
+template <class G = Thread, class T>
+GV_HD Status fetch(const Endpoint& ep, const T* target, int pe, T& value);
+
+// ---- Order, completion, synchronisation ---------------------------------------------------
+
+template <class G = Thread>
+GV_HD Status fence(const Endpoint& ep);
+template <class G = Thread>
+GV_HD Status quiet(const Endpoint& ep);
+/// Every rank's group calls it; returns once all have (after a quiet). One barrier at a time
+/// per rank.
+template <class G = Thread>
+GV_HD Status barrier(const Endpoint& ep);
+
+// ---- Addresses ----------------------------------------------------------------------------
+
+/// PE pe's copy of symmetric `sym` in this address space (kSelf and kP2p peers), else null.
+GV_HD void* ptr(const Endpoint& ep, const void* sym, int pe);
+/// The transport that reaches PE pe (kNone when out of range).
+GV_HD Transport transport(const Endpoint& ep, int pe);
+
+}  // namespace gv::rma
+
+#include "rma/detail/ops.hpp"

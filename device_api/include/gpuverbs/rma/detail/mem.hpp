@@ -1,0 +1,137 @@
+// Memory another rank reads or writes: system-scope loads, stores and atomics, and the named
+// ordering points of the rma layer. On the GPU, peers are other GPUs (NVLink/PCIe) or host
+// threads, so every word they exchange is accessed at system scope; on the host these are
+// std::atomic_ref (ThreadSanitizer follows every edge).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "../../config.hpp"
+
+#if defined(__CUDACC__)
+#include <cuda/atomic>
+#endif
+#if !GV_DEVICE_PASS
+#include <atomic>
+#endif
+
+namespace gv::rma::detail {
+
+/// The unsigned integer of T's size: words travel as bits.
+template <class T>
+using bits_t = std::conditional_t<sizeof(T) == 1, std::uint8_t,
+               std::conditional_t<sizeof(T) == 2, std::uint16_t,
+               std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>>;
+
+template <class T>
+GV_HD GV_INLINE bits_t<T> to_bits(T v) {
+  bits_t<T> b;
+  std::memcpy(&b, &v, sizeof(T));
+  return b;
+}
+template <class T>
+GV_HD GV_INLINE T from_bits(bits_t<T> b) {
+  T v;
+  std::memcpy(&v, &b, sizeof(T));
+  return v;
+}
+
+#if GV_DEVICE_PASS
+template <class T>
+using sys_ref = cuda::atomic_ref<T, cuda::thread_scope_system>;
+#define GV_RMA_MO(x) cuda::std::memory_order_##x
+#else
+template <class T>
+using sys_ref = std::atomic_ref<T>;
+#define GV_RMA_MO(x) std::memory_order_##x
+#endif
+
+/// One word stored where a peer polls it (1, 2, 4 or 8 bytes); on the GPU unordered with earlier
+/// stores.
+template <class T>
+GV_HD GV_INLINE void store_word(T* p, T v) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+#if GV_DEVICE_PASS
+  // st.volatile is st.relaxed.sys for every size, including the 1- and 2-byte words that
+  // atomic_ref does not take.
+  *reinterpret_cast<volatile bits_t<T>*>(p) = to_bits(v);
+#else
+  // Release on the host: free on x86, and ThreadSanitizer, which ignores standalone fences,
+  // then sees the order that quiet/fence give before a flag store.
+  sys_ref<bits_t<T>>(*reinterpret_cast<bits_t<T>*>(p)).store(to_bits(v), GV_RMA_MO(release));
+#endif
+}
+
+/// One word loaded as a peer last stored it (1, 2, 4 or 8 bytes), without ordering.
+template <class T>
+GV_HD GV_INLINE T load_word(const T* p) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+#if GV_DEVICE_PASS
+  return from_bits<T>(*reinterpret_cast<const volatile bits_t<T>*>(p));
+#else
+  return from_bits<T>(sys_ref<bits_t<T>>(*const_cast<bits_t<T>*>(reinterpret_cast<const bits_t<T>*>(p)))
+                          .load(GV_RMA_MO(acquire)));
+#endif
+}
+
+/// The load that ends a successful poll: acquire at system scope, so what the peer published
+/// before its store is visible to what this thread reads next. Polling itself uses load_word
+/// (no cost per spin); this is paid once.
+template <class T>
+GV_HD GV_INLINE T signal_seen_before_data(const T* p) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  return from_bits<T>(sys_ref<bits_t<T>>(*const_cast<bits_t<T>*>(reinterpret_cast<const bits_t<T>*>(p)))
+                          .load(GV_RMA_MO(acquire)));
+}
+
+/// Order every store this thread made (and, through a group sync before it, its group's)
+/// before the stores that follow, for every observer in the system: puts before their signal
+/// (put_signal), puts before later puts to the same peer (fence).
+GV_HD GV_INLINE void data_before_signal() {
+#if GV_DEVICE_PASS
+  cuda::atomic_thread_fence(GV_RMA_MO(release), cuda::thread_scope_system);
+#else
+  std::atomic_thread_fence(GV_RMA_MO(release));
+#endif
+}
+
+/// quiet: every store and atomic this thread issued is performed for every observer in the
+/// system before anything that follows (a full fence, also against later loads).
+GV_HD GV_INLINE void puts_complete() {
+#if GV_DEVICE_PASS
+  cuda::atomic_thread_fence(GV_RMA_MO(seq_cst), cuda::thread_scope_system);
+#else
+  std::atomic_thread_fence(GV_RMA_MO(seq_cst));
+#endif
+}
+
+/// Signal words: set or add, released so the data stored before them is seen first.
+GV_HD GV_INLINE void signal_set_release(std::uint64_t* p, std::uint64_t v) {
+  sys_ref<std::uint64_t>(*p).store(v, GV_RMA_MO(release));
+}
+GV_HD GV_INLINE void signal_add_release(std::uint64_t* p, std::uint64_t v) {
+  sys_ref<std::uint64_t>(*p).fetch_add(v, GV_RMA_MO(release));
+}
+
+/// Remote atomics on 4- and 8-byte integers, relaxed (NVSHMEM's atomics order nothing else).
+template <class T>
+GV_HD GV_INLINE T atomic_fetch_add(T* p, T v) {
+  return sys_ref<T>(*p).fetch_add(v, GV_RMA_MO(relaxed));
+}
+template <class T>
+GV_HD GV_INLINE T atomic_exchange(T* p, T v) {
+  return sys_ref<T>(*p).exchange(v, GV_RMA_MO(relaxed));
+}
+template <class T>
+GV_HD GV_INLINE T atomic_compare_swap(T* p, T cond, T v) {
+  sys_ref<T>(*p).compare_exchange_strong(cond, v, GV_RMA_MO(relaxed), GV_RMA_MO(relaxed));
+  return cond;  // the value found: equal to the argument when the swap happened
+}
+template <class T>
+GV_HD GV_INLINE T atomic_load(const T* p) {
+  return sys_ref<T>(*const_cast<T*>(p)).load(GV_RMA_MO(relaxed));
+}
+
+#undef GV_RMA_MO
+}  // namespace gv::rma::detail

@@ -1,0 +1,539 @@
+// The rma operations (declared and documented in <gpuverbs/rma.hpp>).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "../../sync.hpp"
+#include "../endpoint.hpp"
+#include "../group.hpp"
+#include "copy.hpp"
+#include "ib.hpp"
+#include "mem.hpp"
+
+namespace gv::rma {
+namespace detail {
+
+/// Largest message one WQE carries; longer ib transfers are split.
+inline constexpr std::size_t kMaxWqeBytes = std::size_t{1} << 30;
+
+/// The peer of `pe`, or null when it is out of range or unreachable.
+GV_HD GV_INLINE const Peer* peer_of(const Endpoint& ep, int pe) {
+  if (ep.version != kEndpointVersion || static_cast<std::uint32_t>(pe) >= ep.size) return nullptr;
+  const Peer* p = ep.peers + pe;
+  return p->transport == Transport::kNone ? nullptr : p;
+}
+
+/// Offset of [p, p + n) in the user part of this rank's heap; false outside it or on overflow.
+GV_HD GV_INLINE bool heap_offset(const Endpoint& ep, const void* p, std::size_t n, std::uint64_t& off) {
+  off = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(ep.heap);
+  return off >= ep.user_offset && off <= ep.heap_bytes && n <= ep.heap_bytes - off;
+}
+
+/// Both checks of an operation on symmetric [dst, dst + n) at PE pe.
+GV_HD GV_INLINE Status locate(const Endpoint& ep, const void* sym, std::size_t n, int pe, const Peer*& peer,
+                              std::uint64_t& off) {
+  peer = peer_of(ep, pe);
+  if (peer == nullptr) return Status::kInvalidPe;
+  return heap_offset(ep, sym, n, off) ? Status::kOk : Status::kOutOfBounds;
+}
+
+/// Run f on the group's leader; every member gets its result.
+template <class G, class F>
+GV_HD GV_INLINE auto on_leader(F&& f) {
+  decltype(f()) r{};
+  if (G::index() == 0) r = f();
+  return G::from_leader(r);
+}
+
+// ---- ib pieces -------------------------------------------------------------------------------
+
+/// The local SGE of a transfer over ib: this rank's heap (lkey), or inline when it fits and the
+/// caller allows it (puts: the payload is copied into the WQE at post time).
+GV_HD GV_INLINE Status ib_local(const Endpoint& ep, const IbLane& L, const void* p, std::size_t n, bool may_inline,
+                                ib::Sge& sge, bool& inl) {
+  inl = may_inline && n <= L.qp.max_inline;
+  sge = ib::Sge{reinterpret_cast<std::uint64_t>(p), static_cast<std::uint32_t>(n), ep.lkey};
+  if (inl) return Status::kOk;
+  const std::uint64_t a = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(ep.heap);
+  return (a <= ep.heap_bytes && n <= ep.heap_bytes - a) ? Status::kOk : Status::kInvalidArgument;
+}
+
+/// WRITE (or READ) of n bytes between local `loc` and the peer's heap at `off`, split into WQEs
+/// of at most kMaxWqeBytes; `last` gets the final WQE.
+GV_HD inline Status ib_transfer(const Endpoint& ep, const Peer& peer, const IbLane& L, bool read, void* loc,
+                                std::uint64_t off, std::size_t n, Posted& last) {
+  std::size_t done = 0;
+  do {
+    const std::size_t chunk = n - done < kMaxWqeBytes ? n - done : kMaxWqeBytes;
+    ib::Sge sge;
+    bool inl = false;
+    Status st = ib_local(ep, L, static_cast<std::byte*>(loc) + done, chunk, !read, sge, inl);
+    if (st != Status::kOk) return st;
+    ib::SendWr wr = make_write(peer.remote_base + off + done, peer.rkey, &sge, inl);
+    if (read) wr.opcode = ib::WrOpcode::kRdmaRead;
+    if (chunk == 0) wr.num_sge = 0;
+    st = ib_post(ep, L, wr, false, last);
+    if (st != Status::kOk) return st;
+    done += chunk;
+  } while (done < n);
+  return Status::kOk;
+}
+
+/// `*sig op= value` at the peer over lane L: an inline WRITE (set) or a FETCH_ADD (add).
+GV_HD inline Status ib_signal(const Endpoint& ep, const Peer& peer, const IbLane& L, std::uint64_t off,
+                              std::uint64_t value, SignalOp op, Posted& posted) {
+  ib::SendWr wr;
+  wr.flags = ib::kWrSignaled;
+  wr.remote_addr = peer.remote_base + off;
+  wr.rkey = peer.rkey;
+  ib::Sge sge{reinterpret_cast<std::uint64_t>(&value), 8, 0};
+  if (op == SignalOp::kSet) {
+    wr = make_write(peer.remote_base + off, peer.rkey, &sge, true);
+    return ib_post(ep, L, wr, false, posted);
+  }
+  wr.opcode = ib::WrOpcode::kAtomicFetchAdd;
+  wr.compare_add = value;
+  wr.sg_list = &sge;  // replaced by the result slot
+  wr.num_sge = 1;
+  return ib_post(ep, L, wr, true, posted);
+}
+
+/// One 8-byte verbs atomic at the peer's heap offset `off` (8-aligned); `old` is the value before.
+GV_HD inline Status ib_atomic64(const Endpoint& ep, const Peer& peer, const IbLane& L, ib::WrOpcode op,
+                                std::uint64_t off, std::uint64_t compare_add, std::uint64_t swap, bool wait,
+                                std::uint64_t& old) {
+  ib::SendWr wr;
+  wr.opcode = op;
+  wr.flags = ib::kWrSignaled;
+  wr.remote_addr = peer.remote_base + off;
+  wr.rkey = peer.rkey;
+  wr.compare_add = compare_add;
+  wr.swap = swap;
+  ib::Sge placeholder{0, 8, 0};
+  wr.sg_list = &placeholder;
+  wr.num_sge = 1;
+  Posted p;
+  Status st = ib_post(ep, L, wr, true, p);
+  if (st != Status::kOk || !wait) return st;
+  st = ib_wait(ep, L, p.end);
+  if (st == Status::kOk) old = ib_result(L, p);
+  return st;
+}
+
+/// A read-modify-write of a 4- or 8-byte word at the peer over ib: FETCH_ADD and CMP_SWP act
+/// on 8 aligned bytes, so a 4-byte word is updated by compare-and-swap of the 8 bytes around it
+/// (retried until no one else changed them). `f(old) -> new`; `old` gets the word before.
+template <class T, class F>
+GV_HD inline Status ib_rmw(const Endpoint& ep, const Peer& peer, const IbLane& L, std::uint64_t off, F&& f,
+                           T& old) {
+  const std::uint64_t base = off & ~std::uint64_t{7};
+  const unsigned shift = static_cast<unsigned>(off - base) * 8;
+  const std::uint64_t mask = sizeof(T) == 8 ? ~std::uint64_t{0} : (std::uint64_t{0xffffffffu} << shift);
+  std::uint64_t cur = 0;
+  Status st = ib_atomic64(ep, peer, L, ib::WrOpcode::kAtomicFetchAdd, base, 0, 0, true, cur);
+  const std::uint64_t t0 = sync::now_ns();
+  while (st == Status::kOk) {
+    const T mine = from_bits<T>(static_cast<bits_t<T>>((cur & mask) >> shift));
+    const std::uint64_t next = (cur & ~mask) | ((static_cast<std::uint64_t>(to_bits<T>(f(mine))) << shift) & mask);
+    std::uint64_t seen = 0;
+    st = ib_atomic64(ep, peer, L, ib::WrOpcode::kAtomicCmpSwp, base, cur, next, true, seen);
+    if (st != Status::kOk) break;
+    if (seen == cur) {
+      old = mine;
+      return Status::kOk;
+    }
+    cur = seen;
+    if (sync::now_ns() - t0 > ep.budget.ns) return Status::kTimeout;
+  }
+  return st;
+}
+
+template <class T>
+inline constexpr bool is_atomic_int_v =
+    std::is_integral_v<T> && !std::is_same_v<T, bool> && (sizeof(T) == 4 || sizeof(T) == 8);
+template <class T>
+inline constexpr bool is_atomic_word_v = std::is_trivially_copyable_v<T> && (sizeof(T) == 4 || sizeof(T) == 8);
+
+/// The checks every remote atomic makes: PE, heap range, natural alignment.
+template <class T>
+GV_HD GV_INLINE Status locate_word(const Endpoint& ep, const T* target, int pe, const Peer*& peer, std::uint64_t& off) {
+  const Status st = locate(ep, target, sizeof(T), pe, peer, off);
+  if (st != Status::kOk) return st;
+  return (reinterpret_cast<std::uintptr_t>(target) % sizeof(T)) == 0 ? Status::kOk : Status::kInvalidArgument;
+}
+
+/// A read-modify-write at PE pe: `native(ptr)` where the peer's word is in reach (p2p, self),
+/// else over ib (`f(old) -> new`; `op64` is the single verbs atomic that does it for an
+/// 8-byte word, kNop when there is none).
+template <class G, class T, class Native, class F>
+GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old, Native&& native, F&& f,
+                                  ib::WrOpcode op64, std::uint64_t compare_add, std::uint64_t swap) {
+  const Peer* peer;
+  std::uint64_t off;
+  Status st = locate_word(ep, target, pe, peer, off);
+  if (st != Status::kOk) return st;
+  struct R {
+    Status st;
+    T old;
+  };
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  const R r = on_leader<G>([&]() -> R {
+    R out{Status::kOk, T{}};
+    if (peer->transport != Transport::kIb) {
+      out.old = native(reinterpret_cast<T*>(peer->base + off));
+      return out;
+    }
+    const IbLane& L = lane_for(*peer, G::queue_hint());
+    if (sizeof(T) == 8 && op64 != ib::WrOpcode::kNop) {
+      std::uint64_t o = 0;
+      out.st = ib_atomic64(ep, *peer, L, op64, off, compare_add, swap, true, o);
+      out.old = from_bits<T>(static_cast<bits_t<T>>(o));
+    } else {
+      out.st = ib_rmw<T>(ep, *peer, L, off, f, out.old);
+    }
+    return out;
+  });
+  old = r.old;
+  return r.st;
+}
+
+}  // namespace detail
+
+// ---- Data movement ------------------------------------------------------------------------
+
+namespace detail {
+template <class G>
+GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
+  const Peer* peer;
+  std::uint64_t off;
+  const Status st = locate(ep, dst, bytes, pe, peer, off);
+  if (st != Status::kOk) return st;
+  if (peer->transport != Transport::kIb) {
+    group_copy<G>(peer->base + off, src, bytes);
+    return Status::kOk;
+  }
+  G::sync();  // the whole group's source bytes are written before the leader posts
+  return on_leader<G>([&] {
+    const IbLane& L = lane_for(*peer, G::queue_hint());
+    Posted last;
+    Status s = ib_transfer(ep, *peer, L, false, const_cast<void*>(src), off, bytes, last);
+    if (s == Status::kOk && wait && !(bytes <= L.qp.max_inline)) s = ib_wait(ep, L, last.end);
+    return s;
+  });
+}
+
+template <class G>
+GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
+  const Peer* peer;
+  std::uint64_t off;
+  Status st = locate(ep, src, bytes, pe, peer, off);
+  if (st != Status::kOk) return st;
+  if (peer->transport != Transport::kIb) {
+    group_copy<G>(dst, peer->base + off, bytes);
+    G::sync();  // every member's part has arrived
+    return Status::kOk;
+  }
+  st = on_leader<G>([&] {
+    const IbLane& L = lane_for(*peer, G::queue_hint());
+    Posted last;
+    Status s = ib_transfer(ep, *peer, L, true, dst, off, bytes, last);
+    if (s == Status::kOk && wait) s = ib_wait(ep, L, last.end);
+    return s;
+  });
+  return st;
+}
+
+template <class G>
+GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes,
+                                    std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe, bool wait) {
+  const Peer* peer;
+  std::uint64_t off, sig_off;
+  Status st = locate(ep, dst, bytes, pe, peer, off);
+  if (st != Status::kOk) return st;
+  if (!heap_offset(ep, sig, sizeof(*sig), sig_off)) return Status::kOutOfBounds;
+  if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
+  if (peer->transport != Transport::kIb) {
+    group_copy<G>(peer->base + off, src, bytes);
+    G::sync();  // every member's stores are behind the leader's release
+    if (G::index() == 0) {
+      auto* s = reinterpret_cast<std::uint64_t*>(peer->base + sig_off);
+      if (op == SignalOp::kSet) signal_set_release(s, value);
+      else signal_add_release(s, value);
+    }
+    return Status::kOk;
+  }
+  G::sync();
+  return on_leader<G>([&] {
+    const IbLane& L = lane_for(*peer, G::queue_hint());
+    Posted data, sigp;
+    Status s = ib_transfer(ep, *peer, L, false, const_cast<void*>(src), off, bytes, data);
+    if (s == Status::kOk) s = ib_signal(ep, *peer, L, sig_off, value, op, sigp);
+    if (s == Status::kOk && wait && !(bytes <= L.qp.max_inline)) s = ib_wait(ep, L, data.end);
+    return s;
+  });
+}
+}  // namespace detail
+
+template <class G>
+GV_HD Status put(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe) {
+  return detail::put_impl<G>(ep, dst, src, bytes, pe, true);
+}
+template <class G>
+GV_HD Status put_nbi(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe) {
+  return detail::put_impl<G>(ep, dst, src, bytes, pe, false);
+}
+template <class G>
+GV_HD Status get(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe) {
+  return detail::get_impl<G>(ep, dst, src, bytes, pe, true);
+}
+template <class G>
+GV_HD Status get_nbi(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe) {
+  return detail::get_impl<G>(ep, dst, src, bytes, pe, false);
+}
+
+template <class G, class T>
+GV_HD Status p(const Endpoint& ep, T* dst, T value, int pe) {
+  static_assert(std::is_trivially_copyable_v<T> && (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8),
+                "rma::p moves one 1-, 2-, 4- or 8-byte value");
+  const Peer* peer;
+  std::uint64_t off;
+  const Status st = detail::locate(ep, dst, sizeof(T), pe, peer, off);
+  if (st != Status::kOk) return st;
+  return detail::on_leader<G>([&] {
+    if (peer->transport != Transport::kIb) {
+      detail::store_word(reinterpret_cast<T*>(peer->base + off), value);
+      return Status::kOk;
+    }
+    const IbLane& L = detail::lane_for(*peer, G::queue_hint());
+    const ib::Sge sge{reinterpret_cast<std::uint64_t>(&value), sizeof(T), 0};
+    detail::Posted posted;
+    return detail::ib_post(ep, L, detail::make_write(peer->remote_base + off, peer->rkey, &sge, true), false, posted);
+  });
+}
+
+template <class G, class T>
+GV_HD Status g(const Endpoint& ep, const T* src, int pe, T& value) {
+  static_assert(std::is_trivially_copyable_v<T> && (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8),
+                "rma::g moves one 1-, 2-, 4- or 8-byte value");
+  const Peer* peer;
+  std::uint64_t off;
+  const Status st = detail::locate(ep, src, sizeof(T), pe, peer, off);
+  if (st != Status::kOk) return st;
+  struct R {
+    Status st;
+    T v;
+  };
+  const R r = detail::on_leader<G>([&]() -> R {
+    if (peer->transport != Transport::kIb) return R{Status::kOk, detail::load_word(reinterpret_cast<const T*>(peer->base + off))};
+    const IbLane& L = detail::lane_for(*peer, G::queue_hint());
+    ib::SendWr wr = detail::make_write(peer->remote_base + off, peer->rkey, nullptr, false);
+    wr.opcode = ib::WrOpcode::kRdmaRead;
+    ib::Sge placeholder{0, sizeof(T), 0};
+    wr.sg_list = &placeholder;
+    detail::Posted posted;
+    Status s = detail::ib_post(ep, L, wr, true, posted);
+    if (s == Status::kOk) s = detail::ib_wait(ep, L, posted.end);
+    R out{s, T{}};
+    if (s == Status::kOk) {
+      const std::uint64_t word = detail::ib_result(L, posted);
+      std::memcpy(&out.v, &word, sizeof(T));
+    }
+    return out;
+  });
+  value = r.v;
+  return r.st;
+}
+
+// ---- Signals ------------------------------------------------------------------------------
+
+template <class G>
+GV_HD Status put_signal(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, std::uint64_t* sig,
+                        std::uint64_t value, SignalOp op, int pe) {
+  return detail::put_signal_impl<G>(ep, dst, src, bytes, sig, value, op, pe, true);
+}
+template <class G>
+GV_HD Status put_signal_nbi(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, std::uint64_t* sig,
+                            std::uint64_t value, SignalOp op, int pe) {
+  return detail::put_signal_impl<G>(ep, dst, src, bytes, sig, value, op, pe, false);
+}
+
+template <class G>
+GV_HD Status signal(const Endpoint& ep, std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe) {
+  const Peer* peer;
+  std::uint64_t off;
+  const Status st = detail::locate(ep, sig, sizeof(*sig), pe, peer, off);
+  if (st != Status::kOk) return st;
+  if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
+  G::sync();
+  return detail::on_leader<G>([&] {
+    if (peer->transport != Transport::kIb) {
+      auto* s = reinterpret_cast<std::uint64_t*>(peer->base + off);
+      if (op == SignalOp::kSet) detail::signal_set_release(s, value);
+      else detail::signal_add_release(s, value);
+      return Status::kOk;
+    }
+    detail::Posted posted;
+    return detail::ib_signal(ep, *peer, detail::lane_for(*peer, G::queue_hint()), off, value, op, posted);
+  });
+}
+
+// ---- Waiting ------------------------------------------------------------------------------
+
+template <class G, class T>
+GV_HD Status wait_until(const Endpoint& ep, const T* ivar, Cmp cmp, T value, T* seen) {
+  static_assert(detail::is_atomic_int_v<T>, "rma::wait_until waits on a 4- or 8-byte integer");
+  std::uint64_t off;
+  if (!detail::heap_offset(ep, ivar, sizeof(T), off)) return Status::kOutOfBounds;
+  struct R {
+    Status st;
+    T v;
+  };
+  const R r = detail::on_leader<G>([&]() -> R {
+    const Status s = sync::bounded_wait([&] { return compare(detail::load_word(ivar), cmp, value); }, ep.budget, ep.abort);
+    return R{s, detail::signal_seen_before_data(ivar)};
+  });
+  if (seen != nullptr) *seen = r.v;
+  return r.st;
+}
+
+template <class G, class T>
+GV_HD bool test(const Endpoint& ep, const T* ivar, Cmp cmp, T value) {
+  static_assert(detail::is_atomic_int_v<T>, "rma::test reads a 4- or 8-byte integer");
+  std::uint64_t off;
+  if (!detail::heap_offset(ep, ivar, sizeof(T), off)) return false;
+  return detail::on_leader<G>([&] {
+    return compare(detail::load_word(ivar), cmp, value) && compare(detail::signal_seen_before_data(ivar), cmp, value);
+  });
+}
+
+GV_HD inline std::uint64_t signal_fetch(const std::uint64_t* sig) { return detail::signal_seen_before_data(sig); }
+
+// ---- Remote atomics -----------------------------------------------------------------------
+
+template <class G, class T>
+GV_HD Status fetch_add(const Endpoint& ep, T* target, T value, int pe, T& old) {
+  static_assert(detail::is_atomic_int_v<T>, "rma::fetch_add takes a 4- or 8-byte integer");
+  return detail::remote_rmw<G>(
+      ep, target, pe, old, [&](T* p) { return detail::atomic_fetch_add(p, value); },
+      [&](T o) { return static_cast<T>(o + value); }, ib::WrOpcode::kAtomicFetchAdd,
+      static_cast<std::uint64_t>(value), 0);
+}
+
+template <class G, class T>
+GV_HD Status add(const Endpoint& ep, T* target, T value, int pe) {
+  T old;
+  return fetch_add<G>(ep, target, value, pe, old);
+}
+
+template <class G, class T>
+GV_HD Status compare_swap(const Endpoint& ep, T* target, T cond, T value, int pe, T& old) {
+  static_assert(detail::is_atomic_int_v<T>, "rma::compare_swap takes a 4- or 8-byte integer");
+  return detail::remote_rmw<G>(
+      ep, target, pe, old, [&](T* p) { return detail::atomic_compare_swap(p, cond, value); },
+      [&](T o) { return o == cond ? value : o; }, ib::WrOpcode::kAtomicCmpSwp,
+      static_cast<std::uint64_t>(detail::to_bits(cond)), static_cast<std::uint64_t>(detail::to_bits(value)));
+}
+
+template <class G, class T>
+GV_HD Status swap(const Endpoint& ep, T* target, T value, int pe, T& old) {
+  static_assert(detail::is_atomic_word_v<T>, "rma::swap takes a 4- or 8-byte value");
+  using B = detail::bits_t<T>;
+  B o{};
+  const Status st = detail::remote_rmw<G>(
+      ep, reinterpret_cast<B*>(target), pe, o,
+      [&](B* p) { return detail::atomic_exchange(p, detail::to_bits(value)); },
+      [&](B) { return detail::to_bits(value); }, ib::WrOpcode::kNop, 0, 0);
+  old = detail::from_bits<T>(o);
+  return st;
+}
+
+template <class G, class T>
+GV_HD Status fetch(const Endpoint& ep, const T* target, int pe, T& value) {
+  static_assert(detail::is_atomic_word_v<T>, "rma::fetch takes a 4- or 8-byte value");
+  using B = detail::bits_t<T>;
+  B o{};
+  const Status st = detail::remote_rmw<G>(
+      ep, reinterpret_cast<B*>(const_cast<T*>(target)), pe, o, [&](B* p) { return detail::atomic_load(p); },
+      [&](B v) { return v; }, ib::WrOpcode::kAtomicFetchAdd, 0, 0);
+  value = detail::from_bits<T>(o);
+  return st;
+}
+
+// ---- Order, completion, synchronisation ---------------------------------------------------
+
+template <class G>
+GV_HD Status fence(const Endpoint& ep) {
+  // ib: a block's operations to one peer share a lane, executed in order. p2p and self: the
+  // stores themselves need ordering.
+  (void)ep;
+  G::sync();
+  if (G::index() == 0) detail::data_before_signal();
+  return Status::kOk;
+}
+
+template <class G>
+GV_HD Status quiet(const Endpoint& ep) {
+  G::sync();
+  return detail::on_leader<G>([&] {
+    detail::puts_complete();
+    for (std::uint32_t q = 0; q < ep.size; ++q) {
+      const Peer& peer = ep.peers[q];
+      if (peer.transport != Transport::kIb) continue;
+      const Status s = detail::ib_quiet_peer(ep, peer);
+      if (s != Status::kOk) return s;
+    }
+    return Status::kOk;
+  });
+}
+
+template <class G>
+GV_HD Status barrier(const Endpoint& ep) {
+  Status st = quiet<G>(ep);
+  if (st != Status::kOk) return st;
+  st = detail::on_leader<G>([&] {
+    auto* res = reinterpret_cast<Reserved*>(ep.heap);
+    const std::uint64_t epoch = res->barrier_epoch + 1;
+    res->barrier_epoch = epoch;
+    auto* arrive = reinterpret_cast<std::uint64_t*>(ep.heap + ep.arrive_offset);
+    const std::uint64_t mine = ep.arrive_offset + 8 * std::uint64_t{ep.rank};
+    for (std::uint32_t q = 0; q < ep.size; ++q) {
+      if (q == ep.rank) continue;
+      const Peer& peer = ep.peers[q];
+      if (peer.transport == Transport::kIb) {
+        detail::Posted posted;
+        const Status s = detail::ib_signal(ep, peer, detail::lane_for(peer, G::queue_hint()), mine, epoch,
+                                           SignalOp::kSet, posted);
+        if (s != Status::kOk) return s;
+      } else {
+        detail::store_word(reinterpret_cast<std::uint64_t*>(peer.base + mine), epoch);
+      }
+    }
+    for (std::uint32_t q = 0; q < ep.size; ++q) {
+      if (q == ep.rank) continue;
+      const std::uint64_t* a = arrive + q;
+      const Status s = sync::bounded_wait([&] { return detail::load_word(a) >= epoch; }, ep.budget, ep.abort);
+      if (s != Status::kOk) return s;
+      (void)detail::signal_seen_before_data(a);
+    }
+    return Status::kOk;
+  });
+  G::sync();
+  return st;
+}
+
+// ---- Addresses ----------------------------------------------------------------------------
+
+GV_HD inline void* ptr(const Endpoint& ep, const void* sym, int pe) {
+  const Peer* peer = detail::peer_of(ep, pe);
+  std::uint64_t off;
+  if (peer == nullptr || peer->transport == Transport::kIb || !detail::heap_offset(ep, sym, 0, off)) return nullptr;
+  return peer->base + off;
+}
+
+GV_HD inline Transport transport(const Endpoint& ep, int pe) {
+  const Peer* peer = detail::peer_of(ep, pe);
+  return peer == nullptr ? Transport::kNone : peer->transport;
+}
+
+}  // namespace gv::rma

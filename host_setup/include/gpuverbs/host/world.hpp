@@ -1,0 +1,120 @@
+// gpuverbs World: N ranks, a symmetric heap on each, and the rma endpoint kernels (or host
+// threads) use to reach the others.
+//
+//   auto world = gv::World::init();                       // from the launch environment
+//   auto* buf  = static_cast<float*>(world->alloc(n * sizeof(float)));   // same offset on every rank
+//   kernel<<<grid, block>>>(world->endpoint(), buf);       // gv::rma::put(ep, buf, ..., peer)
+//
+// Ranks come from, in this order:
+//   - MPI, when gpuverbs is built with it and the process was started by mpirun (or MPI is
+//     already initialised);
+//   - the built-in TCP rendezvous: GV_RANK, GV_SIZE and GV_ROOT=host:port (rank 0 listens
+//     there), e.g. as `gvrun -n 4 ./app` sets them;
+//   - otherwise a single rank.
+// World::create_local(n) makes n ranks in this process instead (rank i on GPU i % GPUs, or on
+// host threads with Memory::kHost).
+//
+// Transports per peer: kSelf for this rank, kP2p where the peer's heap can be mapped here (the
+// same GPU, a GPU with peer access, CUDA IPC on this host; shared memory for host ranks), kIb
+// otherwise (the software HCA: the GPU engine for GPU heaps, the CPU engine for host heaps).
+// WorldOptions::transport (or GV_TRANSPORT=p2p|ib) forces one.
+//
+// Failure: every collective step has a time limit (GV_BOOTSTRAP_TIMEOUT seconds, default 60)
+// and names the ranks that did not arrive; a rank whose process dies is noticed by the others
+// within about a second: their World raises its abort flag (every device wait ends with
+// kAborted) and its host calls throw an Error that names the rank. Nothing here calls exit().
+//
+// Lifetime: the World outlives every kernel or thread using its endpoint and heap.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gpuverbs/host/verbs.hpp>
+#include <gpuverbs/rma/endpoint.hpp>
+
+namespace gv {
+
+struct WorldOptions {
+  /// Bytes of symmetric heap per rank (user allocations; the rma layer's own words come on top).
+  /// GV_HEAP_BYTES (or NVSHMEM_SYMMETRIC_SIZE, with K/M/G suffixes) overrides the default.
+  std::size_t heap_bytes = std::size_t{64} << 20;
+  /// Who uses the endpoint and where heaps live: kernels on GPUs (kGpu), host threads (kHost),
+  /// or kAuto: kGpu when a GPU is present, else kHost.
+  enum class Memory : std::uint8_t { kAuto, kGpu, kHost } memory = Memory::kAuto;
+  /// kNone = choose per peer (see above); kP2p or kIb force one for every peer.
+  rma::Transport transport = rma::Transport::kNone;
+  /// ib: queue pairs per peer (a power of two, 1..32) and their depth in WQEs.
+  std::uint32_t ib_lanes = 4;
+  std::uint32_t ib_depth = 128;
+  /// ib: the software HCA engine's warps (GPU engine), see DeviceOptions::engine_warps.
+  std::uint32_t ib_engine_warps = 4;
+  /// kGpu: the CUDA device of this rank; -1 = local rank modulo the visible GPUs.
+  int gpu = -1;
+  /// Bound of every wait an rma operation makes (kTimeout after it). Generous: a peer may
+  /// compute for long before it signals; a dead peer ends waits through the abort flag much
+  /// sooner. GV_WAIT_TIMEOUT (seconds) overrides it.
+  Budget budget{60'000'000'000ull};
+};
+
+class World {
+ public:
+  /// One rank of the job this process was launched in (MPI, GV_* variables, or alone).
+  static std::unique_ptr<World> init(const WorldOptions& = {});
+  /// `ranks` ranks in this process, made together (on threads of their own). Host collectives
+  /// (barrier) must then be called from one thread per rank; alloc/free need not be.
+  static std::vector<std::unique_ptr<World>> create_local(int ranks, const WorldOptions& = {});
+
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  int rank() const;
+  int size() const;
+  /// Ranks on this host and this rank among them.
+  int local_rank() const;
+  int local_size() const;
+  /// kGpu: the CUDA device of this rank; -1 for host ranks.
+  int gpu() const;
+  bool on_gpu() const { return gpu() >= 0; }
+  rma::Transport transport_to(int pe) const;
+  /// "mpi", "tcp", "local" or "single".
+  const std::string& bootstrap_name() const;
+
+  /// The handle kernels (kGpu) or host threads (kHost) take.
+  const rma::Endpoint& endpoint() const;
+
+  /// A block of the symmetric heap: every rank that makes the same sequence of alloc/free
+  /// calls gets the same offsets. Memory is zeroed. Throws when the heap is exhausted. No
+  /// communication: call barrier() before peers write into a new block if they might race
+  /// ahead of this rank's use of it.
+  void* alloc(std::size_t bytes, std::size_t align = 256);
+  void free(void* p);
+  std::size_t heap_bytes() const;
+  std::size_t heap_free() const;
+
+  /// Host barrier over all ranks (the bootstrap); throws if a rank died or did not arrive.
+  void barrier();
+  /// Every rank contributes `bytes` at `mine`; `all` gets size() * bytes, in rank order.
+  void allgather(const void* mine, void* all, std::size_t bytes);
+
+  /// Throws if a peer died (its message names the rank).
+  void check() const;
+  /// End every wait of this rank's endpoint with kAborted (irreversible).
+  void abort();
+
+  /// GPU engine (ib peers of a kGpu World): see Device::quiesce(). Needed around device-wide
+  /// synchronising calls (cudaDeviceSynchronize, cudaFree) while the engine runs.
+  void quiesce();
+  void resume();
+
+  struct Impl;
+
+ private:
+  explicit World(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gv

@@ -1,0 +1,220 @@
+// Kernels of the GPU rma tests: each rank runs one, on its own stream; every kernel checks
+// what it can on the device and leaves the rest in the heap for the host to compare with a
+// reference. Statuses go to `st[i]` (0 = kOk).
+#pragma once
+#include <cstdint>
+
+#include <gpuverbs/rma.hpp>
+
+#include "pattern.hpp"
+
+namespace gvt {
+
+namespace rma = gv::rma;
+
+/// Slice k of `src` (bytes each) put to the next rank by group k: threads, warps or the block.
+template <class G>
+__global__ void put_slices(__grid_constant__ const rma::Endpoint ep, std::byte* dst, const std::byte* src,
+                           std::size_t bytes, bool nbi, std::uint32_t* st) {
+  const int to = static_cast<int>((ep.rank + 1) % ep.size);
+  const unsigned k = G::count() == 1 ? threadIdx.x : (G::count() == 32 ? threadIdx.x / 32 : 0);
+  const gv::Status s = nbi ? rma::put_nbi<G>(ep, dst + k * bytes, src + k * bytes, bytes, to)
+                           : rma::put<G>(ep, dst + k * bytes, src + k * bytes, bytes, to);
+  if (s != gv::Status::kOk) atomicMax(st, static_cast<std::uint32_t>(s));
+  const gv::Status b = rma::barrier<rma::Block>(ep);
+  if (b != gv::Status::kOk && threadIdx.x == 0) atomicMax(st + 1, static_cast<std::uint32_t>(b));
+}
+
+/// Slice k of the previous rank's `src` fetched into this rank's `dst` by group k.
+template <class G>
+__global__ void get_slices(__grid_constant__ const rma::Endpoint ep, std::byte* dst, const std::byte* src,
+                           std::size_t bytes, bool nbi, std::uint32_t* st) {
+  const int from = static_cast<int>((ep.rank + ep.size - 1) % ep.size);
+  const unsigned k = G::count() == 1 ? threadIdx.x : (G::count() == 32 ? threadIdx.x / 32 : 0);
+  gv::Status s = nbi ? rma::get_nbi<G>(ep, dst + k * bytes, src + k * bytes, bytes, from)
+                     : rma::get<G>(ep, dst + k * bytes, src + k * bytes, bytes, from);
+  if (s == gv::Status::kOk && nbi) s = rma::quiet<G>(ep);
+  if (s != gv::Status::kOk) atomicMax(st, static_cast<std::uint32_t>(s));
+  const gv::Status b = rma::barrier<rma::Block>(ep);
+  if (b != gv::Status::kOk && threadIdx.x == 0) atomicMax(st + 1, static_cast<std::uint32_t>(b));
+}
+
+/// Every block b of every rank sends `rounds` messages to the next rank's slot b, one at a
+/// time: put_signal (data round-stamped), then waits for the receiver's ack. As receiver, block
+/// b checks each message as soon as its signal arrives. `errors[0]` counts wrong bytes seen.
+template <class G>
+__global__ void put_signal_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* buf, std::byte* src,
+                                  std::size_t bytes, std::uint64_t* sig, std::uint64_t* ack, int rounds,
+                                  std::uint32_t* st, std::uint32_t* errors) {
+  const int to = static_cast<int>((ep.rank + 1) % ep.size);
+  const int from = static_cast<int>((ep.rank + ep.size - 1) % ep.size);
+  const unsigned b = blockIdx.x;
+  std::byte* mine = buf + b * bytes;       // where `from` writes
+  std::byte* out = src + b * bytes;        // what this block sends
+  const unsigned lane = G::count() == 32 ? threadIdx.x % 32 : 0;
+  const bool active = G::count() == 1 ? threadIdx.x == 0 : (G::count() == 32 ? threadIdx.x < 32 : true);
+  if (!active) return;
+  for (int k = 1; k <= rounds; ++k) {
+    const std::uint64_t stamp = (std::uint64_t{ep.rank} << 40) ^ (std::uint64_t{b} << 20) ^ static_cast<std::uint64_t>(k);
+    for (std::size_t i = G::index(); i < bytes; i += G::count()) out[i] = static_cast<std::byte>(pattern_byte(stamp, i));
+    G::sync();
+    gv::Status s = rma::put_signal<G>(ep, mine, out, bytes, sig + b, 1, rma::SignalOp::kAdd, to);
+    if (s == gv::Status::kOk) s = rma::wait_until<G>(ep, sig + b, rma::Cmp::kGe, static_cast<std::uint64_t>(k));
+    if (s == gv::Status::kOk) {
+      const std::uint64_t theirs = (std::uint64_t{static_cast<std::uint32_t>(from)} << 40) ^ (std::uint64_t{b} << 20) ^
+                                   static_cast<std::uint64_t>(k);
+      std::uint32_t bad = 0;
+      for (std::size_t i = G::index(); i < bytes; i += G::count())
+        bad += mine[i] != static_cast<std::byte>(pattern_byte(theirs, i));
+      if (bad != 0) atomicAdd(errors, bad);
+      G::sync();
+      s = rma::signal<G>(ep, ack + b, 1, rma::SignalOp::kAdd, from);
+    }
+    if (s == gv::Status::kOk) s = rma::wait_until<G>(ep, ack + b, rma::Cmp::kGe, static_cast<std::uint64_t>(k));
+    if (s != gv::Status::kOk) {
+      if (G::index() == 0) atomicMax(st, static_cast<std::uint32_t>(s));
+      return;
+    }
+  }
+  (void)lane;
+}
+
+/// Every thread adds 1 to rank 0's counters (64- and 32-bit) `per` times, recording each old
+/// value; then one compare_swap per thread on a shared word (exactly one winner across ranks).
+__global__ void atomics_exactly_once(__grid_constant__ const rma::Endpoint ep, std::uint64_t* c64, std::uint32_t* c32,
+                                     std::uint64_t* olds64, std::uint32_t* olds32, int per, std::uint64_t* cas_word,
+                                     std::uint32_t* winners, std::uint32_t* st) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int i = 0; i < per; ++i) {
+    std::uint64_t o64 = 0;
+    std::uint32_t o32 = 0;
+    gv::Status s = rma::fetch_add(ep, c64, std::uint64_t{1}, 0, o64);
+    if (s == gv::Status::kOk) s = rma::fetch_add(ep, c32, std::uint32_t{1}, 0, o32);
+    if (s != gv::Status::kOk) {
+      atomicMax(st, static_cast<std::uint32_t>(s));
+      return;
+    }
+    olds64[t * per + i] = o64;
+    olds32[t * per + i] = o32;
+  }
+  std::uint64_t old = 1;
+  const gv::Status s = rma::compare_swap(ep, cas_word, std::uint64_t{0}, std::uint64_t{ep.rank} * 100000 + t + 1, 0, old);
+  if (s != gv::Status::kOk) atomicMax(st, static_cast<std::uint32_t>(s));
+  else if (old == 0) atomicAdd(winners, 1u);
+}
+
+/// p of every width to the next rank, barrier, then g of the next rank's slot (which its
+/// predecessor, this rank, wrote): values checked on the device, mismatches counted.
+__global__ void p_and_g(__grid_constant__ const rma::Endpoint ep, std::uint8_t* w8, std::int16_t* w16, std::int32_t* w32,
+                        std::uint64_t* w64, double* wd, std::uint32_t* st, std::uint32_t* errors) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  const int to = static_cast<int>((ep.rank + 1) % ep.size);
+  const int r = static_cast<int>(ep.rank);
+  gv::Status s = rma::p(ep, w8, static_cast<std::uint8_t>(0xC0 + r), to);
+  if (s == gv::Status::kOk) s = rma::p(ep, w16, static_cast<std::int16_t>(-1000 - r), to);
+  if (s == gv::Status::kOk) s = rma::p(ep, w32, static_cast<std::int32_t>(-70000 - r), to);
+  if (s == gv::Status::kOk) s = rma::p(ep, w64, std::uint64_t{0x0123456789abcdefull} + static_cast<std::uint64_t>(r), to);
+  if (s == gv::Status::kOk) s = rma::p(ep, wd, -2.25 - r, to);
+  if (s == gv::Status::kOk) s = rma::barrier(ep);
+  std::uint8_t v8 = 0;
+  std::int16_t v16 = 0;
+  std::int32_t v32 = 0;
+  std::uint64_t v64 = 0;
+  double vd = 0;
+  if (s == gv::Status::kOk) s = rma::g(ep, w8, to, v8);
+  if (s == gv::Status::kOk) s = rma::g(ep, w16, to, v16);
+  if (s == gv::Status::kOk) s = rma::g(ep, w32, to, v32);
+  if (s == gv::Status::kOk) s = rma::g(ep, w64, to, v64);
+  if (s == gv::Status::kOk) s = rma::g(ep, wd, to, vd);
+  if (s != gv::Status::kOk) {
+    atomicMax(st, static_cast<std::uint32_t>(s));
+    return;
+  }
+  errors[0] += v8 != static_cast<std::uint8_t>(0xC0 + r);
+  errors[0] += v16 != static_cast<std::int16_t>(-1000 - r);
+  errors[0] += v32 != static_cast<std::int32_t>(-70000 - r);
+  errors[0] += v64 != std::uint64_t{0x0123456789abcdefull} + static_cast<std::uint64_t>(r);
+  errors[0] += vd != -2.25 - r;
+}
+
+/// Rounds of: every thread 0 of every block stores the round into slot[rank * blocks + block]
+/// of every rank, block barrier over the World (block 0 only), check. One block.
+__global__ void barrier_rounds(__grid_constant__ const rma::Endpoint ep, std::uint64_t* slots, int rounds,
+                               std::uint32_t* st, std::uint32_t* errors) {
+  for (int k = 1; k <= rounds; ++k) {
+    if (threadIdx.x < ep.size) {
+      const gv::Status s = rma::p(ep, slots + ep.rank, static_cast<std::uint64_t>(k), static_cast<int>(threadIdx.x));
+      if (s != gv::Status::kOk) atomicMax(st, static_cast<std::uint32_t>(s));
+    }
+    gv::Status s = rma::barrier<rma::Block>(ep);
+    if (s != gv::Status::kOk) {
+      if (threadIdx.x == 0) atomicMax(st, static_cast<std::uint32_t>(s));
+      return;
+    }
+    if (threadIdx.x < ep.size && gv::rma::detail::load_word(slots + threadIdx.x) != static_cast<std::uint64_t>(k))
+      atomicAdd(errors, 1u);
+    s = rma::barrier<rma::Block>(ep);
+    if (s != gv::Status::kOk) {
+      if (threadIdx.x == 0) atomicMax(st, static_cast<std::uint32_t>(s));
+      return;
+    }
+  }
+}
+
+/// Statuses of bad requests, in a fixed order (see the test).
+__global__ void bad_input(__grid_constant__ const rma::Endpoint ep, std::byte* buf, std::uint32_t* out) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  std::byte local[16] = {};
+  std::uint64_t old = 0;
+  int i = 0;
+  out[i++] = static_cast<std::uint32_t>(rma::put(ep, buf, local, 8, -1));
+  out[i++] = static_cast<std::uint32_t>(rma::put(ep, buf, local, 8, static_cast<int>(ep.size)));
+  out[i++] = static_cast<std::uint32_t>(rma::put(ep, local, local, 8, 0));
+  out[i++] = static_cast<std::uint32_t>(rma::put(ep, ep.heap + ep.heap_bytes - 4, local, 8, 0));
+  out[i++] = static_cast<std::uint32_t>(rma::put(ep, buf, local, ~std::size_t{0}, 0));
+  out[i++] = static_cast<std::uint32_t>(rma::fetch_add(ep, reinterpret_cast<std::uint64_t*>(buf + 4), std::uint64_t{1}, 0, old));
+  out[i++] = static_cast<std::uint32_t>(
+      rma::put_signal(ep, buf, local, 8, reinterpret_cast<std::uint64_t*>(local), 1, rma::SignalOp::kAdd, 0));
+  out[i++] = static_cast<std::uint32_t>(rma::wait_until(ep, reinterpret_cast<std::uint64_t*>(buf + 64), rma::Cmp::kEq,
+                                                        std::uint64_t{12345}));  // budget: kTimeout
+}
+
+/// A random soak: each thread issues `ops` random operations to random ranks: add (values
+/// tallied per (thread, target)), put_signal of 64 bytes counted by a signal per source rank.
+__global__ void soak(__grid_constant__ const rma::Endpoint ep, std::uint64_t* counters, std::uint64_t* arrivals,
+                     std::uint64_t* mail, std::uint64_t* payloads, std::uint64_t* tally_add, std::uint64_t* tally_put,
+                     int ops, std::uint32_t* st) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  std::uint64_t x = mix64(0x5eed + ep.rank * 7919u + t);
+  std::uint64_t* payload = payloads + t * 8;
+  for (int i = 0; i < ops; ++i) {
+    x = mix64(x);
+    const int q = static_cast<int>(x % ep.size);
+    gv::Status s;
+    if ((x >> 32) % 4 != 0) {
+      const std::uint64_t v = 1 + (x >> 40) % 1000;
+      s = rma::add(ep, counters + ep.rank, v, q);
+      if (s == gv::Status::kOk) atomicAdd(reinterpret_cast<unsigned long long*>(tally_add + q), static_cast<unsigned long long>(v));
+    } else {
+      for (int k = 0; k < 8; ++k) payload[k] = static_cast<std::uint64_t>(i) * 8 + k;
+      s = rma::put_signal(ep, mail + 8 * ep.rank, payload, 64, arrivals + ep.rank, 1, rma::SignalOp::kAdd, q);
+      if (s == gv::Status::kOk) atomicAdd(reinterpret_cast<unsigned long long*>(tally_put + q), 1ull);
+    }
+    if (s != gv::Status::kOk) {
+      atomicMax(st, static_cast<std::uint32_t>(s));
+      return;
+    }
+  }
+}
+
+}  // namespace gvt
+
+namespace gvt {
+/// Complete every operation of this rank (ib puts may still be in flight when a kernel ends),
+/// then meet the other ranks.
+__global__ void finish(__grid_constant__ const rma::Endpoint ep, std::uint32_t* st) {
+  gv::Status s = rma::quiet<rma::Block>(ep);
+  if (s == gv::Status::kOk) s = rma::barrier<rma::Block>(ep);
+  if (s != gv::Status::kOk && threadIdx.x == 0) atomicMax(st, static_cast<std::uint32_t>(s));
+}
+}  // namespace gvt

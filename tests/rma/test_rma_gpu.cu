@@ -1,0 +1,323 @@
+// rma on GPUs: ranks of one process (World::create_local), each on a GPU (ranks share GPUs
+// when there are fewer GPUs than ranks), over p2p (peer access, or the same GPU) and ib (the
+// software HCA's GPU engine). Each test runs one kernel per rank, concurrently, on the rank's
+// own stream; results are checked on the device where they can be and against host references.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include <gpuverbs/host/world.hpp>
+
+#include "gpu_test.hpp"
+#include "rma_kernels.cuh"
+
+namespace gvt {
+namespace {
+
+using gv::Status;
+using gv::World;
+using gv::WorldOptions;
+using gv::rma::Transport;
+
+struct GpuParam {
+  Transport transport;
+  int ranks;
+};
+std::string gpu_param_name(const ::testing::TestParamInfo<GpuParam>& i) {
+  return std::string(gv::rma::to_string(i.param.transport)) + "_" + std::to_string(i.param.ranks) + "ranks";
+}
+
+class RmaGpu : public ::testing::TestWithParam<GpuParam> {
+ public:
+  void SetUp() override {
+    GV_REQUIRE_GPUS(1);
+    WorldOptions o;
+    o.memory = WorldOptions::Memory::kGpu;
+    o.transport = GetParam().transport;
+    o.heap_bytes = std::size_t{48} << 20;
+    o.budget = gv::Budget{20'000'000'000ull};
+    o.ib_lanes = 4;
+    worlds_ = World::create_local(GetParam().ranks, o);
+    for (auto& w : worlds_) {
+      GV_CUDA_CHECK(cudaSetDevice(w->gpu()));
+      cudaStream_t s;
+      GV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      streams_.push_back(s);
+      st_.push_back(static_cast<std::uint32_t*>(w->alloc(64)));
+    }
+  }
+  void TearDown() override {
+    for (std::size_t r = 0; r < streams_.size(); ++r) {
+      (void)cudaSetDevice(worlds_[r]->gpu());
+      (void)cudaStreamSynchronize(streams_[r]);
+      (void)cudaStreamDestroy(streams_[r]);
+    }
+    worlds_.clear();
+  }
+
+  int n() const { return static_cast<int>(worlds_.size()); }
+  World& world(int r) { return *worlds_[static_cast<std::size_t>(r)]; }
+  const gv::rma::Endpoint& ep(int r) { return world(r).endpoint(); }
+  cudaStream_t stream(int r) { return streams_[static_cast<std::size_t>(r)]; }
+  std::uint32_t* st(int r) { return st_[static_cast<std::size_t>(r)]; }
+
+  template <class T>
+  std::vector<T*> alloc(std::size_t count) {
+    std::vector<T*> out;
+    for (int r = 0; r < n(); ++r) out.push_back(static_cast<T*>(world(r).alloc(count * sizeof(T))));
+    return out;
+  }
+
+  /// Launch k on every rank's GPU and stream; then wait for all and check their statuses.
+  template <class Launch>
+  void on_ranks(Launch&& launch) {
+    for (int r = 0; r < n(); ++r) {
+      GV_CUDA_CHECK(cudaSetDevice(world(r).gpu()));
+      launch(r);
+      GV_CUDA_CHECK(cudaGetLastError());
+    }
+    for (int r = 0; r < n(); ++r) {
+      GV_CUDA_CHECK(cudaSetDevice(world(r).gpu()));
+      GV_CUDA_CHECK(cudaStreamSynchronize(stream(r)));
+    }
+  }
+  void finish_all() {
+    on_ranks([&](int r) { finish<<<1, 128, 0, stream(r)>>>(ep(r), st(r)); });
+  }
+  template <class T>
+  std::vector<T> read(const T* p, std::size_t count, int r) {
+    std::vector<T> h(count);
+    EXPECT_EQ(cudaSetDevice(world(r).gpu()), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  void expect_ok(const char* what) {
+    for (int r = 0; r < n(); ++r) {
+      const auto s = read(st(r), 2, r);
+      EXPECT_EQ(s[0], 0u) << what << ": rank " << r << " status " << gv::to_string(static_cast<Status>(s[0]));
+      EXPECT_EQ(s[1], 0u) << what << ": rank " << r << " barrier " << gv::to_string(static_cast<Status>(s[1]));
+    }
+  }
+
+  std::vector<std::unique_ptr<World>> worlds_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<std::uint32_t*> st_;
+};
+
+std::vector<std::byte> host_pattern(std::uint64_t seed, std::size_t n) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>(pattern_byte(seed, i));
+  return v;
+}
+
+}  // namespace
+
+namespace {
+template <class G>
+void put_get_every_size(RmaGpu& t, bool get, bool nbi) {
+  constexpr unsigned kThreads = 128;
+  const unsigned groups = std::is_same_v<G, gv::rma::Thread> ? kThreads : (std::is_same_v<G, gv::rma::Warp> ? kThreads / 32 : 1);
+  for (const std::size_t bytes : {std::size_t{8}, std::size_t{100}, std::size_t{4096}, std::size_t{65539}}) {
+    const std::size_t total = groups * bytes;
+    auto src = t.alloc<std::byte>(total), dst = t.alloc<std::byte>(total + 64);
+    for (int r = 0; r < t.n(); ++r) {
+      const auto h = host_pattern(1000u * static_cast<std::uint64_t>(r) + bytes, total);
+      ASSERT_EQ(cudaSetDevice(t.world(r).gpu()), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(src[static_cast<std::size_t>(r)], h.data(), total, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dst[static_cast<std::size_t>(r)], kPoison, total + 64), cudaSuccess);
+    }
+    t.on_ranks([&](int r) {
+      const auto R = static_cast<std::size_t>(r);
+      if (get) get_slices<G><<<1, kThreads, 0, t.stream(r)>>>(t.ep(r), dst[R], src[R], bytes, nbi, t.st(r));
+      else put_slices<G><<<1, kThreads, 0, t.stream(r)>>>(t.ep(r), dst[R], src[R], bytes, nbi, t.st(r));
+    });
+    t.finish_all();
+    t.expect_ok(get ? "get" : "put");
+    for (int r = 0; r < t.n(); ++r) {
+      const int from = (r + t.n() - 1) % t.n();  // put: the sender; get: whom r read from
+      const auto want = host_pattern(1000u * static_cast<std::uint64_t>(from) + bytes, total);
+      const auto got = t.read(dst[static_cast<std::size_t>(r)], total + 64, r);
+      const auto bad = std::mismatch(want.begin(), want.end(), got.begin());
+      EXPECT_EQ(bad.first, want.end()) << (get ? "get" : "put") << (nbi ? "_nbi" : "") << " of " << bytes << " bytes x "
+                                       << groups << " groups, rank " << r << ": first wrong byte at "
+                                       << (bad.first - want.begin());
+      EXPECT_TRUE(std::all_of(got.begin() + static_cast<long>(total), got.end(), [](std::byte b) { return b == std::byte{kPoison}; }))
+          << "bytes after the destination changed";
+    }
+  }
+}
+}  // namespace
+
+TEST_P(RmaGpu, PutAtEveryScope) {
+  put_get_every_size<gv::rma::Thread>(*this, false, false);
+  put_get_every_size<gv::rma::Warp>(*this, false, false);
+  put_get_every_size<gv::rma::Block>(*this, false, true);
+}
+
+TEST_P(RmaGpu, GetAtEveryScope) {
+  put_get_every_size<gv::rma::Thread>(*this, true, false);
+  put_get_every_size<gv::rma::Warp>(*this, true, true);
+  put_get_every_size<gv::rma::Block>(*this, true, false);
+}
+
+namespace {
+template <class G>
+void put_signal_many_blocks(RmaGpu& t, std::size_t bytes, int rounds) {
+  constexpr unsigned kBlocks = 8;
+  auto buf = t.alloc<std::byte>(kBlocks * bytes), src = t.alloc<std::byte>(kBlocks * bytes);
+  auto sig = t.alloc<std::uint64_t>(kBlocks), ack = t.alloc<std::uint64_t>(kBlocks);
+  auto errors = t.alloc<std::uint32_t>(1);
+  t.on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    put_signal_rounds<G><<<kBlocks, 128, 0, t.stream(r)>>>(t.ep(r), buf[R], src[R], bytes, sig[R], ack[R], rounds,
+                                                           t.st(r), errors[R]);
+  });
+  t.finish_all();
+  t.expect_ok("put_signal");
+  for (int r = 0; r < t.n(); ++r) {
+    EXPECT_EQ(t.read(errors[static_cast<std::size_t>(r)], 1, r)[0], 0u)
+        << "rank " << r << " saw data that was not there when its signal arrived (" << bytes << " bytes)";
+    const auto s = t.read(sig[static_cast<std::size_t>(r)], kBlocks, r);
+    for (unsigned b = 0; b < kBlocks; ++b) EXPECT_EQ(s[b], static_cast<std::uint64_t>(rounds)) << "block " << b;
+  }
+}
+}  // namespace
+
+TEST_P(RmaGpu, PutSignalManyBlocksDataBeforeSignal) {
+  put_signal_many_blocks<gv::rma::Thread>(*this, 8, 100);
+  put_signal_many_blocks<gv::rma::Warp>(*this, 256, 60);
+  put_signal_many_blocks<gv::rma::Block>(*this, 4096, 40);
+  put_signal_many_blocks<gv::rma::Block>(*this, 100003, 5);
+}
+
+TEST_P(RmaGpu, AtomicsAreExactlyOnce) {
+  constexpr int kBlocks = 2, kThreads = 64, kPer = 10;
+  const std::size_t per_rank = kBlocks * kThreads * kPer;
+  auto c64 = alloc<std::uint64_t>(1);
+  auto c32 = alloc<std::uint32_t>(2);
+  auto cas = alloc<std::uint64_t>(1);
+  auto winners = alloc<std::uint32_t>(1);
+  auto o64 = alloc<std::uint64_t>(per_rank);
+  auto o32 = alloc<std::uint32_t>(per_rank);
+  on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    atomics_exactly_once<<<kBlocks, kThreads, 0, stream(r)>>>(ep(r), c64[R], c32[R] + 1, o64[R], o32[R], kPer, cas[R],
+                                                             winners[R], st(r));
+  });
+  finish_all();
+  expect_ok("atomics");
+  const std::uint64_t total = per_rank * static_cast<std::size_t>(n());
+  EXPECT_EQ(read(c64[0], 1, 0)[0], total);
+  EXPECT_EQ(read(c32[0], 2, 0)[1], total);
+  EXPECT_EQ(read(c32[0], 2, 0)[0], 0u) << "a 32-bit atomic changed its neighbour";
+  std::vector<std::uint64_t> all64, all32;
+  std::uint32_t won = 0;
+  for (int r = 0; r < n(); ++r) {
+    const auto a = read(o64[static_cast<std::size_t>(r)], per_rank, r);
+    const auto b = read(o32[static_cast<std::size_t>(r)], per_rank, r);
+    all64.insert(all64.end(), a.begin(), a.end());
+    all32.insert(all32.end(), b.begin(), b.end());
+    won += read(winners[static_cast<std::size_t>(r)], 1, r)[0];
+  }
+  std::sort(all64.begin(), all64.end());
+  std::sort(all32.begin(), all32.end());
+  for (std::uint64_t i = 0; i < total; ++i) {
+    ASSERT_EQ(all64[i], i) << "64-bit fetch_add: an old value seen twice or never";
+    ASSERT_EQ(all32[i], i) << "32-bit fetch_add: an old value seen twice or never";
+  }
+  EXPECT_EQ(won, 1u) << "compare_swap must have exactly one winner";
+}
+
+TEST_P(RmaGpu, PAndGOfEveryWidth) {
+  auto w8 = alloc<std::uint8_t>(8);
+  auto w16 = alloc<std::int16_t>(4);
+  auto w32 = alloc<std::int32_t>(2);
+  auto w64 = alloc<std::uint64_t>(1);
+  auto wd = alloc<double>(1);
+  auto errors = alloc<std::uint32_t>(1);
+  on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    p_and_g<<<1, 32, 0, stream(r)>>>(ep(r), w8[R] + 3, w16[R] + 1, w32[R] + 1, w64[R], wd[R], st(r), errors[R]);
+  });
+  finish_all();
+  expect_ok("p/g");
+  for (int r = 0; r < n(); ++r) EXPECT_EQ(read(errors[static_cast<std::size_t>(r)], 1, r)[0], 0u) << "rank " << r;
+}
+
+TEST_P(RmaGpu, BarrierSeparatesRounds) {
+  auto slots = alloc<std::uint64_t>(64);
+  auto errors = alloc<std::uint32_t>(1);
+  on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    barrier_rounds<<<1, 64, 0, stream(r)>>>(ep(r), slots[R], 50, st(r), errors[R]);
+  });
+  expect_ok("barrier");
+  for (int r = 0; r < n(); ++r) EXPECT_EQ(read(errors[static_cast<std::size_t>(r)], 1, r)[0], 0u) << "rank " << r;
+}
+
+TEST_P(RmaGpu, BadInputGetsAStatus) {
+  for (auto& w : worlds_) w.reset();
+  worlds_.clear();
+  WorldOptions o;
+  o.memory = WorldOptions::Memory::kGpu;
+  o.transport = GetParam().transport;
+  o.heap_bytes = std::size_t{1} << 20;
+  o.budget = gv::Budget{20'000'000};  // 20 ms: the last wait must time out
+  worlds_ = World::create_local(GetParam().ranks, o);
+  for (int r = 0; r < n(); ++r) st_[static_cast<std::size_t>(r)] = static_cast<std::uint32_t*>(world(r).alloc(64));
+  auto buf = alloc<std::byte>(256);
+  ASSERT_EQ(cudaMemset(buf[0], kPoison, 256), cudaSuccess);
+  on_ranks([&](int r) {
+    if (r == 0) bad_input<<<1, 32, 0, stream(r)>>>(ep(r), buf[0], st(r));
+  });
+  const auto s = read(st(0), 8, 0);
+  const Status want[] = {Status::kInvalidPe, Status::kInvalidPe, Status::kOutOfBounds, Status::kOutOfBounds,
+                         Status::kOutOfBounds, Status::kInvalidArgument, Status::kOutOfBounds, Status::kTimeout};
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(static_cast<Status>(s[static_cast<std::size_t>(i)]), want[i])
+        << "request " << i << ": " << gv::to_string(static_cast<Status>(s[static_cast<std::size_t>(i)]));
+  const auto b = read(buf[0], 256, 0);
+  EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{kPoison}; }));
+}
+
+TEST_P(RmaGpu, RandomSoakIsExactlyOnce) {
+  constexpr int kBlocks = 4, kThreads = 128;
+  const int ops = 1'000'000 / (kBlocks * kThreads * n()) + 1;  // 1e6 operations over all ranks
+  const auto N = static_cast<std::size_t>(n());
+  auto counters = alloc<std::uint64_t>(N), arrivals = alloc<std::uint64_t>(N), mail = alloc<std::uint64_t>(8 * N);
+  auto payloads = alloc<std::uint64_t>(8 * kBlocks * kThreads);
+  auto tally_add = alloc<std::uint64_t>(N), tally_put = alloc<std::uint64_t>(N);
+  on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    soak<<<kBlocks, kThreads, 0, stream(r)>>>(ep(r), counters[R], arrivals[R], mail[R], payloads[R], tally_add[R],
+                                              tally_put[R], ops, st(r));
+  });
+  finish_all();
+  expect_ok("soak");
+  std::vector<std::vector<std::uint64_t>> adds, puts;
+  for (int r = 0; r < n(); ++r) {
+    adds.push_back(read(tally_add[static_cast<std::size_t>(r)], N, r));
+    puts.push_back(read(tally_put[static_cast<std::size_t>(r)], N, r));
+  }
+  std::uint64_t ops_seen = 0;
+  for (int q = 0; q < n(); ++q) {
+    const auto c = read(counters[static_cast<std::size_t>(q)], N, q);
+    const auto a = read(arrivals[static_cast<std::size_t>(q)], N, q);
+    for (std::size_t s = 0; s < N; ++s) {
+      EXPECT_EQ(c[s], adds[s][static_cast<std::size_t>(q)]) << "adds of rank " << s << " at rank " << q;
+      EXPECT_EQ(a[s], puts[s][static_cast<std::size_t>(q)]) << "put_signals of rank " << s << " at rank " << q;
+      ops_seen += a[s];
+    }
+  }
+  EXPECT_GT(ops_seen, 100000u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RmaGpu,
+                         ::testing::Values(GpuParam{Transport::kP2p, 2}, GpuParam{Transport::kP2p, 3},
+                                           GpuParam{Transport::kIb, 2}),
+                         gpu_param_name);
+
+}  // namespace gvt
