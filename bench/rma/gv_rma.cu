@@ -1,0 +1,580 @@
+// gv_rma: the rma layer measured the way NVSHMEM's perftest measures NVSHMEM, with its anchors
+// (raw peer stores, cudaMemcpyPeerAsync) in the same run.
+//
+// Two ranks in this process (World::create_local): on GPUs 0 and 1 when there are two, both on
+// GPU 0 otherwise (then "remote" memory is the same GPU's: a lower bound on the software cost,
+// not a link figure). Rows, each over the transports asked for (p2p, ib):
+//   p           ping-pong of one 8-byte value (p + wait_until on the same word)
+//   put_signal  ping-pong of put_signal (signal set) + wait_until, thread/warp/block scope
+//   put         one-sided: put + quiet, per operation
+//   get         one-sided: get, per operation
+//   fetch_add / compare_swap   round trips whose next operand depends on the fetched value
+//   bw          put_nbi<Block> from 1, 8, 32, 132 CTAs, one quiet at the end (GB/s = 1e9 B/s)
+//   rate        8/64/512-byte puts to scattered destinations (distinct cache lines), Mmsg/s
+//   anchors     raw flag-in-every-8-bytes ping-pong; cudaMemcpyPeerAsync bandwidth
+// Latency columns are perftest's, half round trip for ping-pongs, in microseconds. Per-iteration
+// times come from clock64() calibrated against %globaltimer over the whole loop.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gpuverbs/host/world.hpp>
+#include <gpuverbs/rma.hpp>
+
+#include "metadata.hpp"
+#include "stats.hpp"
+
+namespace {
+
+namespace rma = gv::rma;
+using gv::Status;
+using rma::Endpoint;
+using rma::Transport;
+
+#define CUDA_OK(expr)                                                                                  \
+  do {                                                                                                 \
+    const cudaError_t e_ = (expr);                                                                     \
+    if (e_ != cudaSuccess) {                                                                           \
+      std::fprintf(stderr, "gv_rma: %s: %s (%s:%d)\n", #expr, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                                    \
+    }                                                                                                  \
+  } while (0)
+
+__device__ __forceinline__ std::uint64_t gtimer() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/// Per-iteration cycles and the loop's wall time, for calibrating cycles to ns.
+struct Timing {
+  std::uint64_t ns = 0, cycles = 0;
+};
+
+template <class G>
+__device__ __forceinline__ Status send(const Endpoint& ep, int op, std::byte* buf, const std::byte* src, std::size_t bytes,
+                                       std::uint64_t* sig, std::uint64_t i, int peer) {
+  if (op == 0) return rma::p<G>(ep, sig, i, peer);
+  return rma::put_signal<G>(ep, buf, src, bytes, sig, i, rma::SignalOp::kSet, peer);
+}
+
+/// Ping-pong between ranks 0 and 1: op 0 = p of the round number, op 1 = put_signal.
+template <class G>
+__global__ void pingpong(__grid_constant__ const Endpoint ep, int op, std::byte* buf, const std::byte* src,
+                         std::size_t bytes, std::uint64_t* sig, int warmup, int iters, std::uint64_t* cycles,
+                         Timing* timing, std::uint32_t* st) {
+  const int rank = static_cast<int>(ep.rank), peer = 1 - rank;
+  std::uint64_t t_start = 0, c_start = 0;
+  for (int i = 1; i <= warmup + iters; ++i) {
+    if (i == warmup + 1) {
+      t_start = gtimer();
+      c_start = clock64();
+    }
+    const std::uint64_t c0 = clock64();
+    Status s;
+    if (rank == 0) {
+      s = send<G>(ep, op, buf, src, bytes, sig, static_cast<std::uint64_t>(i), peer);
+      if (s == Status::kOk) s = rma::wait_until<G>(ep, sig, rma::Cmp::kGe, static_cast<std::uint64_t>(i));
+    } else {
+      s = rma::wait_until<G>(ep, sig, rma::Cmp::kGe, static_cast<std::uint64_t>(i));
+      if (s == Status::kOk) s = send<G>(ep, op, buf, src, bytes, sig, static_cast<std::uint64_t>(i), peer);
+    }
+    if (s != Status::kOk) {
+      if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
+      return;
+    }
+    if (rank == 0 && G::index() == 0 && i > warmup) cycles[i - warmup - 1] = clock64() - c0;
+  }
+  if (rank == 0 && G::index() == 0) *timing = Timing{gtimer() - t_start, static_cast<std::uint64_t>(clock64()) - c_start};
+}
+
+/// One-sided per-operation latency at rank 0: op 0 = put + quiet, 1 = get, 2 = fetch_add,
+/// 3 = compare_swap (each operand depends on the value fetched before).
+template <class G>
+__global__ void one_sided(__grid_constant__ const Endpoint ep, int op, std::byte* buf, std::byte* local, std::size_t bytes,
+                          std::uint64_t* word, int warmup, int iters, std::uint64_t* cycles, Timing* timing,
+                          std::uint32_t* st, std::uint64_t* sink) {
+  std::uint64_t t_start = 0, c_start = 0, carry = 0;
+  for (int i = 1; i <= warmup + iters; ++i) {
+    if (i == warmup + 1) {
+      t_start = gtimer();
+      c_start = clock64();
+    }
+    const std::uint64_t c0 = clock64();
+    Status s;
+    switch (op) {
+      case 0:
+        s = rma::put<G>(ep, buf, local, bytes, 1);
+        if (s == Status::kOk) s = rma::quiet<G>(ep);
+        break;
+      case 1: s = rma::get<G>(ep, local, buf, bytes, 1); break;
+      case 2: {
+        std::uint64_t old = 0;
+        s = rma::fetch_add<G>(ep, word, (carry & 1) + 1, 1, old);
+        carry = old;
+        break;
+      }
+      default: {
+        std::uint64_t old = 0;
+        s = rma::compare_swap<G>(ep, word, carry, carry + 1, 1, old);
+        carry = old == carry ? carry + 1 : old;
+        break;
+      }
+    }
+    if (s != Status::kOk) {
+      if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
+      return;
+    }
+    if (G::index() == 0 && i > warmup) cycles[i - warmup - 1] = clock64() - c0;
+  }
+  if (G::index() == 0) {
+    *timing = Timing{gtimer() - t_start, static_cast<std::uint64_t>(clock64()) - c_start};
+    *sink = carry;
+  }
+}
+
+/// Bandwidth: every block puts its share of `bytes` to rank 1, `iters` times, then one quiet.
+__global__ void put_bw(__grid_constant__ const Endpoint ep, std::byte* dst, const std::byte* src, std::size_t bytes,
+                       int iters, std::uint32_t* st) {
+  const std::size_t chunk = ((bytes / gridDim.x) + 15) & ~std::size_t{15};
+  const std::size_t off = chunk * blockIdx.x;
+  const std::size_t n = off >= bytes ? 0 : (bytes - off < chunk ? bytes - off : chunk);
+  Status s = Status::kOk;
+  for (int i = 0; i < iters && s == Status::kOk; ++i)
+    if (n != 0) s = rma::put_nbi<rma::Block>(ep, dst + off, src + off, n, 1);
+  if (s == Status::kOk) s = rma::quiet<rma::Block>(ep);
+  if (s != Status::kOk && threadIdx.x == 0) atomicMax(st, static_cast<std::uint32_t>(s));
+}
+
+/// Message rate: every thread (8/64 B) or warp (512 B) puts `iters` messages to scattered
+/// 512-byte-aligned slots of a `slots`-slot area, then one quiet.
+template <class G>
+__global__ void put_rate(__grid_constant__ const Endpoint ep, std::byte* dst, const std::byte* src, std::size_t bytes,
+                         std::uint32_t slots, int iters, std::uint32_t* st) {
+  const unsigned gid = (blockIdx.x * blockDim.x + threadIdx.x) / G::count();
+  Status s = Status::kOk;
+  for (int i = 0; i < iters && s == Status::kOk; ++i) {
+    const std::uint32_t slot = (gid * 2654435761u + static_cast<std::uint32_t>(i) * 40503u) % slots;
+    s = rma::put_nbi<G>(ep, dst + std::size_t{slot} * 512, src + (gid % 64) * 512, bytes, 1);
+  }
+  if (s == Status::kOk) s = rma::quiet<G>(ep);
+  if (s != Status::kOk && G::index() == 0) atomicMax(st, static_cast<std::uint32_t>(s));
+}
+
+/// Anchor: raw ping-pong with the flag in every 8-byte word ({4 bytes data, 4 bytes flag}),
+/// stored straight to the peer's memory: what a put_signal of 8 bytes could cost at best.
+__global__ void raw_flag_pingpong(int rank, std::uint64_t* mine, std::uint64_t* theirs, int warmup, int iters,
+                                  std::uint64_t* cycles, Timing* timing) {
+  auto put = [&](std::uint32_t i) {
+    const std::uint64_t w = (std::uint64_t{i} << 32) | (0xabc00000u + i);
+    reinterpret_cast<volatile std::uint64_t*>(theirs)[0] = w;
+    reinterpret_cast<volatile std::uint64_t*>(theirs)[1] = w;
+  };
+  auto wait = [&](std::uint32_t i) {
+    const volatile std::uint64_t* m = mine;
+    while (static_cast<std::uint32_t>(m[0] >> 32) != i || static_cast<std::uint32_t>(m[1] >> 32) != i) {
+    }
+  };
+  std::uint64_t t_start = 0, c_start = 0;
+  for (int i = 1; i <= warmup + iters; ++i) {
+    if (i == warmup + 1) {
+      t_start = gtimer();
+      c_start = clock64();
+    }
+    const std::uint64_t c0 = clock64();
+    if (rank == 0) {
+      put(static_cast<std::uint32_t>(i));
+      wait(static_cast<std::uint32_t>(i));
+    } else {
+      wait(static_cast<std::uint32_t>(i));
+      put(static_cast<std::uint32_t>(i));
+    }
+    if (rank == 0 && i > warmup) cycles[i - warmup - 1] = clock64() - c0;
+  }
+  if (rank == 0) *timing = Timing{gtimer() - t_start, static_cast<std::uint64_t>(clock64()) - c_start};
+}
+
+// ---- host side -----------------------------------------------------------------------------
+
+struct Options {
+  std::vector<Transport> transports{Transport::kP2p, Transport::kIb};
+  std::vector<std::string> tests{"p", "put_signal", "put", "get", "atomics", "bw", "rate", "anchors"};
+  int iters = 1000;
+  std::size_t max_bytes = std::size_t{4} << 20;
+  std::size_t bw_max = std::size_t{1} << 30;
+  bool json = false;
+  std::string command;
+};
+
+bool wants(const Options& o, const std::string& t) { return std::find(o.tests.begin(), o.tests.end(), t) != o.tests.end(); }
+
+/// Two ranks, their streams and the buffers every test shares.
+struct Pair {
+  std::vector<std::unique_ptr<gv::World>> w;
+  cudaStream_t s[2]{};
+  std::byte* buf[2]{};    // destination area (bw: the whole size)
+  std::byte* src[2]{};    // source area
+  std::uint64_t* sig[2]{};
+  std::uint64_t* cycles = nullptr;  // rank 0, host-mapped
+  Timing* timing = nullptr;
+  std::uint32_t* st[2]{};
+  std::uint64_t* sink = nullptr;
+  std::size_t area = 0;
+  Transport t;
+
+  Pair(Transport tr, std::size_t area_bytes, int max_iters) : area(area_bytes), t(tr) {
+    gv::WorldOptions o;
+    o.memory = gv::WorldOptions::Memory::kGpu;
+    o.transport = tr;
+    o.heap_bytes = 2 * area_bytes + (std::size_t{16} << 20);
+    o.budget = gv::Budget{30'000'000'000ull};
+    w = gv::World::create_local(2, o);
+    for (int r = 0; r < 2; ++r) {
+      CUDA_OK(cudaSetDevice(w[r]->gpu()));
+      CUDA_OK(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
+      buf[r] = static_cast<std::byte*>(w[r]->alloc(area_bytes));
+      src[r] = static_cast<std::byte*>(w[r]->alloc(area_bytes));
+      sig[r] = static_cast<std::uint64_t*>(w[r]->alloc(4096));
+      st[r] = static_cast<std::uint32_t*>(w[r]->alloc(64));
+      CUDA_OK(cudaMemset(src[r], 0x5a, area_bytes));
+    }
+    CUDA_OK(cudaSetDevice(w[0]->gpu()));
+    CUDA_OK(cudaMallocHost(&cycles, sizeof(std::uint64_t) * static_cast<std::size_t>(max_iters)));
+    CUDA_OK(cudaMallocHost(&timing, sizeof(Timing)));
+    CUDA_OK(cudaMallocHost(&sink, sizeof(std::uint64_t)));
+  }
+  ~Pair() {
+    for (int r = 0; r < 2; ++r) {
+      (void)cudaSetDevice(w[r]->gpu());
+      (void)cudaStreamSynchronize(s[r]);
+      (void)cudaStreamDestroy(s[r]);
+    }
+    w.clear();
+    (void)cudaFreeHost(cycles);
+    (void)cudaFreeHost(timing);
+    (void)cudaFreeHost(sink);
+  }
+  const Endpoint& ep(int r) const { return w[r]->endpoint(); }
+  void on(int r) const { CUDA_OK(cudaSetDevice(w[r]->gpu())); }
+  void reset() {
+    for (int r = 0; r < 2; ++r) {
+      on(r);
+      CUDA_OK(cudaMemset(sig[r], 0, 4096));
+      CUDA_OK(cudaMemset(st[r], 0, 64));
+    }
+  }
+  /// Wait for both ranks; false (with a message) when a kernel reported a status.
+  bool finish(const char* what) {
+    bool ok = true;
+    for (int r = 0; r < 2; ++r) {
+      on(r);
+      CUDA_OK(cudaStreamSynchronize(s[r]));
+      std::uint32_t v = 0;
+      CUDA_OK(cudaMemcpy(&v, st[r], 4, cudaMemcpyDeviceToHost));
+      if (v != 0) {
+        std::fprintf(stderr, "gv_rma: %s over %s: rank %d: %s\n", what, rma::to_string(t), r, gv::to_string(static_cast<Status>(v)));
+        ok = false;
+      }
+    }
+    return ok;
+  }
+  /// Per-iteration microseconds (`halve`: half round trips).
+  std::vector<double> samples(int iters, bool halve) const {
+    const double ns_per_cycle = timing->cycles ? static_cast<double>(timing->ns) / static_cast<double>(timing->cycles) : 0;
+    std::vector<double> us(static_cast<std::size_t>(iters));
+    for (int i = 0; i < iters; ++i) us[static_cast<std::size_t>(i)] = static_cast<double>(cycles[i]) * ns_per_cycle / 1000.0 / (halve ? 2 : 1);
+    return us;
+  }
+};
+
+std::string g_device;
+
+void emit_latency(const Options& o, const std::string& test, const char* scope, const char* transport, std::size_t bytes,
+                  int iters, const std::vector<double>& us) {
+  const auto s = gv::bench::summarize(us);
+  char lead[64];
+  std::snprintf(lead, sizeof(lead), "%-12s %-6s %-4s", test.c_str(), scope, transport);
+  if (o.json)
+    std::printf("%s\n", gv::bench::latency_json("gv_rma", "\"test\":\"" + test + "\",\"scope\":\"" + scope +
+                                                              "\",\"transport\":\"" + transport + "\",",
+                                                bytes, static_cast<std::uint64_t>(iters), s).c_str());
+  else gv::bench::print_latency_row(stdout, bytes, static_cast<std::uint64_t>(iters), s, lead);
+  std::fflush(stdout);
+}
+
+void emit_rate(const Options& o, const std::string& test, const std::string& variant, const char* transport,
+               std::size_t bytes, std::uint64_t iters, double gbs, double mmsgs) {
+  if (o.json)
+    std::printf("{\"bench\":\"gv_rma\",\"test\":\"%s\",\"variant\":\"%s\",\"transport\":\"%s\",\"bytes\":%zu,\"iters\":%llu,"
+                "\"bw_gbs\":%.3f,\"mmsgs\":%.3f}\n",
+                test.c_str(), variant.c_str(), transport, bytes, static_cast<unsigned long long>(iters), gbs, mmsgs);
+  else
+    std::printf("%-12s %-10s %-4s %-10zu %-12llu %-16.2f %.3f\n", test.c_str(), variant.c_str(), transport, bytes,
+                static_cast<unsigned long long>(iters), gbs, mmsgs);
+  std::fflush(stdout);
+}
+
+int iters_for(const Options& o, std::size_t bytes) {
+  const std::size_t cap = (std::size_t{1} << 30) / std::max<std::size_t>(bytes, 1);
+  return static_cast<int>(std::max<std::size_t>(20, std::min<std::size_t>(static_cast<std::size_t>(o.iters), cap)));
+}
+
+template <class G>
+void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t max_bytes) {
+  const char* test = op == 0 ? "p" : "put_signal";
+  const std::size_t first = op == 0 ? 8 : 8;
+  const std::size_t last = op == 0 ? 8 : max_bytes;
+  for (std::size_t bytes = first; bytes <= last; bytes *= 2) {
+    const int iters = iters_for(o, bytes), warmup = std::max(10, iters / 10);
+    p.reset();
+    for (int r : {1, 0}) {
+      p.on(r);
+      const unsigned threads = G::count() == 1 ? 1 : (std::is_same_v<G, rma::Warp> ? 32 : 512);
+      pingpong<G><<<1, threads, 0, p.s[r]>>>(p.ep(r), op, p.buf[r], p.src[r], bytes, p.sig[r], warmup, iters, p.cycles,
+                                             p.timing, p.st[r]);
+      CUDA_OK(cudaGetLastError());
+    }
+    if (!p.finish(test)) continue;
+    emit_latency(o, test, scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
+  }
+}
+
+template <class G>
+void run_one_sided(Options& o, Pair& p, int op, const char* scope, std::size_t max_bytes) {
+  static const char* names[] = {"put", "get", "fetch_add", "compare_swap"};
+  const bool atomic = op >= 2;
+  for (std::size_t bytes = 8; bytes <= (atomic ? 8 : max_bytes); bytes *= 2) {
+    const int iters = iters_for(o, bytes), warmup = std::max(10, iters / 10);
+    p.reset();
+    p.on(0);
+    const unsigned threads = G::count() == 1 ? 1 : (std::is_same_v<G, rma::Warp> ? 32 : 512);
+    // Local buffer in the heap (ib needs registered memory): src of rank 0.
+    one_sided<G><<<1, threads, 0, p.s[0]>>>(p.ep(0), op, p.buf[0], p.src[0], bytes, p.sig[0] + 8, warmup, iters,
+                                            p.cycles, p.timing, p.st[0], p.sink);
+    CUDA_OK(cudaGetLastError());
+    if (!p.finish(names[op])) continue;
+    emit_latency(o, names[op], scope, rma::to_string(p.t), bytes, iters, p.samples(iters, false));
+  }
+}
+
+void run_bw(Options& o, Pair& p) {
+  for (const int ctas : {1, 8, 32, 132}) {
+    for (std::size_t bytes = 4096; bytes <= std::min(o.bw_max, p.area); bytes *= 4) {
+      const int iters = static_cast<int>(std::max<std::size_t>(5, std::min<std::size_t>(1000, (std::size_t{8} << 30) / bytes)));
+      p.reset();
+      p.on(0);
+      cudaEvent_t a, b;
+      CUDA_OK(cudaEventCreate(&a));
+      CUDA_OK(cudaEventCreate(&b));
+      put_bw<<<ctas, 512, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, 1, p.st[0]);  // warm-up
+      CUDA_OK(cudaEventRecord(a, p.s[0]));
+      put_bw<<<ctas, 512, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, iters, p.st[0]);
+      CUDA_OK(cudaEventRecord(b, p.s[0]));
+      CUDA_OK(cudaGetLastError());
+      const bool ok = p.finish("bw");
+      float ms = 0;
+      CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+      CUDA_OK(cudaEventDestroy(a));
+      CUDA_OK(cudaEventDestroy(b));
+      if (!ok) continue;
+      const double gbs = static_cast<double>(bytes) * iters / (ms * 1e-3) / 1e9;
+      emit_rate(o, "bw", std::to_string(ctas) + "cta", rma::to_string(p.t), bytes, static_cast<std::uint64_t>(iters), gbs, 0);
+    }
+  }
+}
+
+void run_rate(Options& o, Pair& p) {
+  const std::uint32_t slots = static_cast<std::uint32_t>(std::min<std::size_t>(p.area / 512, 1u << 20));
+  for (const std::size_t bytes : {std::size_t{8}, std::size_t{64}, std::size_t{512}}) {
+    const int ctas = 132, threads = 256;
+    const int iters = p.t == Transport::kIb ? 20 : 200;
+    p.reset();
+    p.on(0);
+    cudaEvent_t a, b;
+    CUDA_OK(cudaEventCreate(&a));
+    CUDA_OK(cudaEventCreate(&b));
+    CUDA_OK(cudaEventRecord(a, p.s[0]));
+    if (bytes == 512) put_rate<rma::Warp><<<ctas, threads, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, slots, iters, p.st[0]);
+    else put_rate<rma::Thread><<<ctas, threads, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, slots, iters, p.st[0]);
+    CUDA_OK(cudaEventRecord(b, p.s[0]));
+    CUDA_OK(cudaGetLastError());
+    const bool ok = p.finish("rate");
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+    CUDA_OK(cudaEventDestroy(a));
+    CUDA_OK(cudaEventDestroy(b));
+    if (!ok) continue;
+    const double msgs = static_cast<double>(ctas) * threads / (bytes == 512 ? 32 : 1) * iters;
+    emit_rate(o, "rate", bytes == 512 ? "warp" : "thread", rma::to_string(p.t), bytes, static_cast<std::uint64_t>(iters),
+              msgs * static_cast<double>(bytes) / (ms * 1e-3) / 1e9, msgs / (ms * 1e-3) / 1e6);
+  }
+}
+
+void run_anchors(Options& o, Pair& p) {
+  // Raw flag ping-pong through the peer's mapped memory.
+  const int iters = o.iters, warmup = std::max(10, iters / 10);
+  p.reset();
+  std::uint64_t* theirs[2] = {static_cast<std::uint64_t*>(rma::ptr(p.ep(0), p.sig[0] + 16, 1)),
+                              static_cast<std::uint64_t*>(rma::ptr(p.ep(1), p.sig[1] + 16, 0))};
+  if (theirs[0] != nullptr && theirs[1] != nullptr) {
+    for (int r : {1, 0}) {
+      p.on(r);
+      raw_flag_pingpong<<<1, 1, 0, p.s[r]>>>(r, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles, p.timing);
+      CUDA_OK(cudaGetLastError());
+    }
+    if (p.finish("raw flag ping-pong"))
+      emit_latency(o, "raw_flag", "thread", "peer", 8, iters, p.samples(iters, true));
+  }
+  // cudaMemcpyPeerAsync from rank 0's heap to rank 1's.
+  for (std::size_t bytes = 4096; bytes <= std::min(o.bw_max, p.area); bytes *= 4) {
+    const int n = static_cast<int>(std::max<std::size_t>(5, std::min<std::size_t>(1000, (std::size_t{8} << 30) / bytes)));
+    p.on(0);
+    cudaEvent_t a, b;
+    CUDA_OK(cudaEventCreate(&a));
+    CUDA_OK(cudaEventCreate(&b));
+    CUDA_OK(cudaMemcpyPeerAsync(p.buf[1], p.w[1]->gpu(), p.src[0], p.w[0]->gpu(), bytes, p.s[0]));
+    CUDA_OK(cudaEventRecord(a, p.s[0]));
+    for (int i = 0; i < n; ++i)
+      CUDA_OK(cudaMemcpyPeerAsync(p.buf[1], p.w[1]->gpu(), p.src[0], p.w[0]->gpu(), bytes, p.s[0]));
+    CUDA_OK(cudaEventRecord(b, p.s[0]));
+    CUDA_OK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+    CUDA_OK(cudaEventDestroy(a));
+    CUDA_OK(cudaEventDestroy(b));
+    emit_rate(o, "memcpy_peer", "copy", "peer", bytes, static_cast<std::uint64_t>(n),
+              static_cast<double>(bytes) * n / (ms * 1e-3) / 1e9, 0);
+  }
+}
+
+void usage(std::FILE* f) {
+  std::fprintf(f,
+               "usage: gv_rma [--transport p2p|ib|both] [--test LIST] [-n ITERS] [--max-bytes B] [--bw-max B] [--json]\n"
+               "  --transport  which rma transports to measure (default both)\n"
+               "  --test       comma-separated: p,put_signal,put,get,atomics,bw,rate,anchors (default all)\n"
+               "  -n           iterations per latency row (default 1000; fewer for large messages)\n"
+               "  --max-bytes  largest latency message (default 4194304)\n"
+               "  --bw-max     largest bandwidth message (default 1073741824; ib rows stop at 64 MiB)\n"
+               "  --json       a metadata object, then one JSON object per row (instead of the table)\n"
+               "Two ranks in this process: GPUs 0 and 1, or both on GPU 0 when there is one GPU.\n");
+}
+
+bool parse_size(const char* s, std::size_t& out) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v == 0) return false;
+  out = static_cast<std::size_t>(v);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  o.command = gv::bench::command_line(argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "gv_rma: %s needs a value\n", name);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--transport") {
+      const std::string v = value("--transport");
+      if (v == "p2p") o.transports = {Transport::kP2p};
+      else if (v == "ib") o.transports = {Transport::kIb};
+      else if (v == "both") o.transports = {Transport::kP2p, Transport::kIb};
+      else { std::fprintf(stderr, "gv_rma: --transport %s: use p2p, ib or both\n", v.c_str()); return 2; }
+    } else if (a == "--test") {
+      o.tests.clear();
+      std::string v = value("--test");
+      for (std::size_t pos = 0; pos <= v.size();) {
+        const std::size_t c = v.find(',', pos);
+        const std::string t = v.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+        static const char* known[] = {"p", "put_signal", "put", "get", "atomics", "bw", "rate", "anchors"};
+        if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return t == k; }) == std::end(known)) {
+          std::fprintf(stderr, "gv_rma: unknown test '%s'\n", t.c_str());
+          return 2;
+        }
+        o.tests.push_back(t);
+        if (c == std::string::npos) break;
+        pos = c + 1;
+      }
+    } else if (a == "-n") {
+      std::size_t n = 0;
+      if (!parse_size(value("-n"), n) || n > 1'000'000) { std::fprintf(stderr, "gv_rma: -n takes 1..1000000\n"); return 2; }
+      o.iters = static_cast<int>(n);
+    } else if (a == "--max-bytes") {
+      if (!parse_size(value("--max-bytes"), o.max_bytes) || o.max_bytes > (std::size_t{1} << 30)) { std::fprintf(stderr, "gv_rma: --max-bytes takes 8..2^30\n"); return 2; }
+    } else if (a == "--bw-max") {
+      if (!parse_size(value("--bw-max"), o.bw_max) || o.bw_max < 4096 || o.bw_max > (std::size_t{4} << 30)) { std::fprintf(stderr, "gv_rma: --bw-max takes 4096..2^32\n"); return 2; }
+    } else {
+      std::fprintf(stderr, "gv_rma: unknown argument '%s'\n", a.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+    std::fprintf(stderr, "gv_rma: no NVIDIA GPU or driver found\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  g_device = std::string(prop.name) + (gpus >= 2 ? " x2 (ranks on GPUs 0 and 1)" : " x1 (both ranks on GPU 0)");
+  if (o.json) std::printf("%s\n", gv::bench::metadata_json(g_device, o.command).c_str());
+  else std::printf("# gv_rma on %s\n", g_device.c_str());
+
+  try {
+    for (const Transport t : o.transports) {
+      const std::size_t area = t == Transport::kIb ? std::min<std::size_t>(o.bw_max, std::size_t{64} << 20) : std::max(o.bw_max, o.max_bytes);
+      Pair p(t, std::max(area, o.max_bytes), o.iters);
+      if (!o.json) {
+        std::printf("\n# transport %s: latency rows [usec]\n", rma::to_string(t));
+        gv::bench::print_latency_header(stdout, "test         scope  tr  ");
+      }
+      if (wants(o, "p")) run_pingpong<rma::Thread>(o, p, 0, "thread", 8);
+      if (wants(o, "put_signal")) {
+        run_pingpong<rma::Thread>(o, p, 1, "thread", std::min<std::size_t>(o.max_bytes, 65536));
+        run_pingpong<rma::Warp>(o, p, 1, "warp", std::min<std::size_t>(o.max_bytes, std::size_t{1} << 20));
+        run_pingpong<rma::Block>(o, p, 1, "block", o.max_bytes);
+      }
+      if (wants(o, "put")) {
+        run_one_sided<rma::Thread>(o, p, 0, "thread", std::min<std::size_t>(o.max_bytes, 65536));
+        run_one_sided<rma::Block>(o, p, 0, "block", o.max_bytes);
+      }
+      if (wants(o, "get")) {
+        run_one_sided<rma::Thread>(o, p, 1, "thread", std::min<std::size_t>(o.max_bytes, 65536));
+        run_one_sided<rma::Block>(o, p, 1, "block", o.max_bytes);
+      }
+      if (wants(o, "atomics")) {
+        run_one_sided<rma::Thread>(o, p, 2, "thread", 8);
+        run_one_sided<rma::Thread>(o, p, 3, "thread", 8);
+      }
+      if (!o.json && (wants(o, "bw") || wants(o, "rate") || wants(o, "anchors")))
+        std::printf("\n# transport %s: rate rows\n%-12s %-10s %-4s %-10s %-12s %-16s %s\n", rma::to_string(t), "test",
+                    "variant", "tr", "#bytes", "#iterations", "BW average[GB/s]", "MsgRate[Mmsg/s]");
+      if (wants(o, "bw")) run_bw(o, p);
+      if (wants(o, "rate")) run_rate(o, p);
+      if (wants(o, "anchors") && t == Transport::kP2p) run_anchors(o, p);
+    }
+  } catch (const gv::Error& e) {
+    std::fprintf(stderr, "gv_rma: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
