@@ -169,11 +169,13 @@ __global__ void put_rate(__grid_constant__ const Endpoint ep, std::byte* dst, co
 
 /// Anchor: raw ping-pong with the flag in every 8-byte word ({4 bytes data, 4 bytes flag}),
 /// stored straight to the peer's memory: what a put_signal of 8 bytes could cost at best.
-__global__ void raw_flag_pingpong(int rank, std::uint64_t* mine, std::uint64_t* theirs, int warmup, int iters,
-                                  std::uint64_t* cycles, Timing* timing) {
+__global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, std::uint64_t* theirs, int warmup,
+                                  int iters, std::uint64_t* cycles, Timing* timing) {
   auto put = [&](std::uint32_t i) {
     const std::uint64_t w = (std::uint64_t{i} << 32) | (0xabc00000u + i);
     reinterpret_cast<volatile std::uint64_t*>(theirs)[0] = w;
+    if (variant == 1) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    if (variant == 2) asm volatile("fence.acq_rel.sys;" ::: "memory");
     reinterpret_cast<volatile std::uint64_t*>(theirs)[1] = w;
   };
   auto wait = [&](std::uint32_t i) {
@@ -229,6 +231,18 @@ struct Pair {
   Transport t;
 
   Pair(Transport tr, std::size_t area_bytes, int max_iters) : area(area_bytes), t(tr) {
+    // Streams and host memory before the World: with ib the software HCA's engine is resident
+    // from then on, and an allocation could wait for it.
+    int gpus = 0;
+    CUDA_OK(cudaGetDeviceCount(&gpus));
+    for (int r = 0; r < 2; ++r) {
+      CUDA_OK(cudaSetDevice(r % gpus));
+      CUDA_OK(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
+    }
+    CUDA_OK(cudaSetDevice(0));
+    CUDA_OK(cudaMallocHost(&cycles, sizeof(std::uint64_t) * static_cast<std::size_t>(max_iters)));
+    CUDA_OK(cudaMallocHost(&timing, sizeof(Timing)));
+    CUDA_OK(cudaMallocHost(&sink, sizeof(std::uint64_t)));
     gv::WorldOptions o;
     o.memory = gv::WorldOptions::Memory::kGpu;
     o.transport = tr;
@@ -237,25 +251,21 @@ struct Pair {
     w = gv::World::create_local(2, o);
     for (int r = 0; r < 2; ++r) {
       CUDA_OK(cudaSetDevice(w[r]->gpu()));
-      CUDA_OK(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
       buf[r] = static_cast<std::byte*>(w[r]->alloc(area_bytes));
       src[r] = static_cast<std::byte*>(w[r]->alloc(area_bytes));
       sig[r] = static_cast<std::uint64_t*>(w[r]->alloc(4096));
       st[r] = static_cast<std::uint32_t*>(w[r]->alloc(64));
-      CUDA_OK(cudaMemset(src[r], 0x5a, area_bytes));
+      CUDA_OK(cudaMemsetAsync(src[r], 0x5a, area_bytes, s[r]));
+      CUDA_OK(cudaStreamSynchronize(s[r]));
     }
-    CUDA_OK(cudaSetDevice(w[0]->gpu()));
-    CUDA_OK(cudaMallocHost(&cycles, sizeof(std::uint64_t) * static_cast<std::size_t>(max_iters)));
-    CUDA_OK(cudaMallocHost(&timing, sizeof(Timing)));
-    CUDA_OK(cudaMallocHost(&sink, sizeof(std::uint64_t)));
   }
   ~Pair() {
     for (int r = 0; r < 2; ++r) {
       (void)cudaSetDevice(w[r]->gpu());
       (void)cudaStreamSynchronize(s[r]);
-      (void)cudaStreamDestroy(s[r]);
     }
-    w.clear();
+    w.clear();  // engines stop first
+    for (int r = 0; r < 2; ++r) (void)cudaStreamDestroy(s[r]);
     (void)cudaFreeHost(cycles);
     (void)cudaFreeHost(timing);
     (void)cudaFreeHost(sink);
@@ -265,8 +275,9 @@ struct Pair {
   void reset() {
     for (int r = 0; r < 2; ++r) {
       on(r);
-      CUDA_OK(cudaMemset(sig[r], 0, 4096));
-      CUDA_OK(cudaMemset(st[r], 0, 64));
+      CUDA_OK(cudaMemsetAsync(sig[r], 0, 4096, s[r]));
+      CUDA_OK(cudaMemsetAsync(st[r], 0, 64, s[r]));
+      CUDA_OK(cudaStreamSynchronize(s[r]));
     }
   }
   /// Wait for both ranks; false (with a message) when a kernel reported a status.
@@ -276,7 +287,8 @@ struct Pair {
       on(r);
       CUDA_OK(cudaStreamSynchronize(s[r]));
       std::uint32_t v = 0;
-      CUDA_OK(cudaMemcpy(&v, st[r], 4, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpyAsync(&v, st[r], 4, cudaMemcpyDeviceToHost, s[r]));
+      CUDA_OK(cudaStreamSynchronize(s[r]));
       if (v != 0) {
         std::fprintf(stderr, "gv_rma: %s over %s: rank %d: %s\n", what, rma::to_string(t), r, gv::to_string(static_cast<Status>(v)));
         ok = false;
@@ -325,6 +337,12 @@ int iters_for(const Options& o, std::size_t bytes) {
   return static_cast<int>(std::max<std::size_t>(20, std::min<std::size_t>(static_cast<std::size_t>(o.iters), cap)));
 }
 
+/// Threads a kernel of group G is launched with (G::count() means nothing on the host).
+template <class G>
+constexpr unsigned threads_of() {
+  return std::is_same_v<G, rma::Thread> ? 1u : (std::is_same_v<G, rma::Warp> ? 32u : 512u);
+}
+
 template <class G>
 void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t max_bytes) {
   const char* test = op == 0 ? "p" : "put_signal";
@@ -335,8 +353,7 @@ void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t ma
     p.reset();
     for (int r : {1, 0}) {
       p.on(r);
-      const unsigned threads = G::count() == 1 ? 1 : (std::is_same_v<G, rma::Warp> ? 32 : 512);
-      pingpong<G><<<1, threads, 0, p.s[r]>>>(p.ep(r), op, p.buf[r], p.src[r], bytes, p.sig[r], warmup, iters, p.cycles,
+      pingpong<G><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), op, p.buf[r], p.src[r], bytes, p.sig[r], warmup, iters, p.cycles,
                                              p.timing, p.st[r]);
       CUDA_OK(cudaGetLastError());
     }
@@ -353,7 +370,7 @@ void run_one_sided(Options& o, Pair& p, int op, const char* scope, std::size_t m
     const int iters = iters_for(o, bytes), warmup = std::max(10, iters / 10);
     p.reset();
     p.on(0);
-    const unsigned threads = G::count() == 1 ? 1 : (std::is_same_v<G, rma::Warp> ? 32 : 512);
+    const unsigned threads = threads_of<G>();
     // Local buffer in the heap (ib needs registered memory): src of rank 0.
     one_sided<G><<<1, threads, 0, p.s[0]>>>(p.ep(0), op, p.buf[0], p.src[0], bytes, p.sig[0] + 8, warmup, iters,
                                             p.cycles, p.timing, p.st[0], p.sink);
@@ -420,16 +437,22 @@ void run_anchors(Options& o, Pair& p) {
   // Raw flag ping-pong through the peer's mapped memory.
   const int iters = o.iters, warmup = std::max(10, iters / 10);
   p.reset();
-  std::uint64_t* theirs[2] = {static_cast<std::uint64_t*>(rma::ptr(p.ep(0), p.sig[0] + 16, 1)),
-                              static_cast<std::uint64_t*>(rma::ptr(p.ep(1), p.sig[1] + 16, 0))};
+  std::uint64_t* theirs[2] = {static_cast<std::uint64_t*>(p.w[0]->ptr(p.sig[0] + 16, 1)),
+                              static_cast<std::uint64_t*>(p.w[1]->ptr(p.sig[1] + 16, 0))};
   if (theirs[0] != nullptr && theirs[1] != nullptr) {
-    for (int r : {1, 0}) {
-      p.on(r);
-      raw_flag_pingpong<<<1, 1, 0, p.s[r]>>>(r, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles, p.timing);
-      CUDA_OK(cudaGetLastError());
+    // 0: flag in every word (no fence); 1, 2: data word, a release fence at gpu / system scope,
+    // then the flag word: the floor of a fenced put_signal at each scope (gpu scope is not
+    // enough for a peer on another GPU; it is measured to show what the system scope costs).
+    static const char* names[] = {"raw_flag", "raw_fence_gpu", "raw_fence_sys"};
+    for (int variant = 0; variant < 3; ++variant) {
+      p.reset();
+      for (int r : {1, 0}) {
+        p.on(r);
+        raw_flag_pingpong<<<1, 1, 0, p.s[r]>>>(r, variant, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles, p.timing);
+        CUDA_OK(cudaGetLastError());
+      }
+      if (p.finish(names[variant])) emit_latency(o, names[variant], "thread", "peer", 8, iters, p.samples(iters, true));
     }
-    if (p.finish("raw flag ping-pong"))
-      emit_latency(o, "raw_flag", "thread", "peer", 8, iters, p.samples(iters, true));
   }
   // cudaMemcpyPeerAsync from rank 0's heap to rank 1's.
   for (std::size_t bytes = 4096; bytes <= std::min(o.bw_max, p.area); bytes *= 4) {

@@ -34,28 +34,42 @@ class RmaGpu : public ::testing::TestWithParam<GpuParam> {
  public:
   void SetUp() override {
     GV_REQUIRE_GPUS(1);
-    WorldOptions o;
-    o.memory = WorldOptions::Memory::kGpu;
-    o.transport = GetParam().transport;
-    o.heap_bytes = std::size_t{48} << 20;
-    o.budget = gv::Budget{20'000'000'000ull};
-    o.ib_lanes = 4;
-    worlds_ = World::create_local(GetParam().ranks, o);
-    for (auto& w : worlds_) {
-      GV_CUDA_CHECK(cudaSetDevice(w->gpu()));
+    // Streams before the World: with ib, the software HCA's engine is resident from then on,
+    // and this test touches GPU memory only through these non-blocking streams.
+    int gpus = 0;
+    GV_CUDA_CHECK(cudaGetDeviceCount(&gpus));
+    for (int r = 0; r < GetParam().ranks; ++r) {
+      GV_CUDA_CHECK(cudaSetDevice(r % gpus));  // where create_local puts rank r
       cudaStream_t s;
       GV_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
       streams_.push_back(s);
-      st_.push_back(static_cast<std::uint32_t*>(w->alloc(64)));
     }
+    make(GetParam().transport, std::size_t{48} << 20, gv::Budget{20'000'000'000ull});
+  }
+  void make(Transport t, std::size_t heap, gv::Budget budget) {
+    worlds_.clear();
+    st_.clear();
+    WorldOptions o;
+    o.memory = WorldOptions::Memory::kGpu;
+    o.transport = t;
+    o.heap_bytes = heap;
+    o.budget = budget;
+    o.ib_lanes = 4;
+    worlds_ = World::create_local(GetParam().ranks, o);
+    for (auto& w : worlds_) st_.push_back(static_cast<std::uint32_t*>(w->alloc(64)));
   }
   void TearDown() override {
+    int gpus = 1;
+    (void)cudaGetDeviceCount(&gpus);
     for (std::size_t r = 0; r < streams_.size(); ++r) {
-      (void)cudaSetDevice(worlds_[r]->gpu());
+      (void)cudaSetDevice(static_cast<int>(r) % gpus);
       (void)cudaStreamSynchronize(streams_[r]);
+    }
+    worlds_.clear();  // engines stop: streams may go
+    for (std::size_t r = 0; r < streams_.size(); ++r) {
+      (void)cudaSetDevice(static_cast<int>(r) % gpus);
       (void)cudaStreamDestroy(streams_[r]);
     }
-    worlds_.clear();
   }
 
   int n() const { return static_cast<int>(worlds_.size()); }
@@ -91,8 +105,20 @@ class RmaGpu : public ::testing::TestWithParam<GpuParam> {
   std::vector<T> read(const T* p, std::size_t count, int r) {
     std::vector<T> h(count);
     EXPECT_EQ(cudaSetDevice(world(r).gpu()), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpyAsync(h.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost, stream(r)), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream(r)), cudaSuccess);
     return h;
+  }
+  /// Host data into rank r's memory, complete before the next kernel of any rank starts.
+  void write(void* p, const void* h, std::size_t bytes, int r) {
+    ASSERT_EQ(cudaSetDevice(world(r).gpu()), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(p, h, bytes, cudaMemcpyHostToDevice, stream(r)), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream(r)), cudaSuccess);
+  }
+  void poison(void* p, std::size_t bytes, int r) {
+    ASSERT_EQ(cudaSetDevice(world(r).gpu()), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(p, kPoison, bytes, stream(r)), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream(r)), cudaSuccess);
   }
   void expect_ok(const char* what) {
     for (int r = 0; r < n(); ++r) {
@@ -125,9 +151,8 @@ void put_get_every_size(RmaGpu& t, bool get, bool nbi) {
     auto src = t.alloc<std::byte>(total), dst = t.alloc<std::byte>(total + 64);
     for (int r = 0; r < t.n(); ++r) {
       const auto h = host_pattern(1000u * static_cast<std::uint64_t>(r) + bytes, total);
-      ASSERT_EQ(cudaSetDevice(t.world(r).gpu()), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(src[static_cast<std::size_t>(r)], h.data(), total, cudaMemcpyHostToDevice), cudaSuccess);
-      ASSERT_EQ(cudaMemset(dst[static_cast<std::size_t>(r)], kPoison, total + 64), cudaSuccess);
+      t.write(src[static_cast<std::size_t>(r)], h.data(), total, r);
+      t.poison(dst[static_cast<std::size_t>(r)], total + 64, r);
     }
     t.on_ranks([&](int r) {
       const auto R = static_cast<std::size_t>(r);
@@ -259,17 +284,9 @@ TEST_P(RmaGpu, BarrierSeparatesRounds) {
 }
 
 TEST_P(RmaGpu, BadInputGetsAStatus) {
-  for (auto& w : worlds_) w.reset();
-  worlds_.clear();
-  WorldOptions o;
-  o.memory = WorldOptions::Memory::kGpu;
-  o.transport = GetParam().transport;
-  o.heap_bytes = std::size_t{1} << 20;
-  o.budget = gv::Budget{20'000'000};  // 20 ms: the last wait must time out
-  worlds_ = World::create_local(GetParam().ranks, o);
-  for (int r = 0; r < n(); ++r) st_[static_cast<std::size_t>(r)] = static_cast<std::uint32_t*>(world(r).alloc(64));
+  make(GetParam().transport, std::size_t{1} << 20, gv::Budget{20'000'000});  // 20 ms: the last wait must time out
   auto buf = alloc<std::byte>(256);
-  ASSERT_EQ(cudaMemset(buf[0], kPoison, 256), cudaSuccess);
+  poison(buf[0], 256, 0);
   on_ranks([&](int r) {
     if (r == 0) bad_input<<<1, 32, 0, stream(r)>>>(ep(r), buf[0], st(r));
   });

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <gpuverbs/ib/ring.hpp>
@@ -159,6 +160,9 @@ struct World::Impl {
   rma::LaneState* lane_states = nullptr;
   std::uint32_t* abort_flag = nullptr;
   rma::Endpoint ep;
+#if GPUVERBS_HAVE_CUDA
+  cudaStream_t stream = nullptr;  ///< this World's copies and clears (non-blocking)
+#endif
 
   // Symmetric allocator: free blocks and allocated blocks by offset (user part of the heap).
   std::map<std::uint64_t, std::uint64_t> free_blocks, used_blocks;
@@ -168,6 +172,8 @@ struct World::Impl {
 
   ~Impl();
   void setup(const WorldOptions& o);
+  void alloc_tables();
+  void clear(void* p, std::size_t bytes, const char* what);
   void make_heap(bool need_ib);
   void map_peers(const std::vector<detail::Who>& who, const std::vector<detail::HeapInfo>& heaps);
   void setup_ib(const std::vector<detail::HeapInfo>& heaps);
@@ -291,7 +297,9 @@ void World::Impl::setup(const WorldOptions& o) {
     need_ib = need_ib || t == Transport::kIb;
   }
 
-  // Step 3: heaps.
+  // Step 3: heaps. CUDA memory of our own first: while the software HCA's GPU engine runs, an
+  // allocation can wait for it forever (see DeviceOptions::engine).
+  alloc_tables();
   make_heap(need_ib);
   detail::HeapInfo mine;
   mine.addr = reinterpret_cast<std::uintptr_t>(heap);
@@ -316,6 +324,44 @@ void World::Impl::setup(const WorldOptions& o) {
   detail::unlink_shared_heap(shm_name);
   shm_name.clear();
   boot->watch([this](const std::string& why) { on_failure(why); });
+}
+
+void World::Impl::alloc_tables() {
+  const std::size_t n = static_cast<std::size_t>(size) * opt.ib_lanes;
+  if (gpu_mode()) {
+#if GPUVERBS_HAVE_CUDA
+    // Every later copy and clear goes through this stream, never the legacy one.
+    detail::cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "World: cudaStreamCreate");
+    void* p = nullptr;
+    detail::cuda_check(cudaMalloc(&p, static_cast<std::size_t>(size) * sizeof(rma::Peer)), "World: cudaMalloc (peer table)");
+    peers = static_cast<rma::Peer*>(p);
+    detail::cuda_check(cudaMalloc(&p, n * sizeof(rma::IbLane)), "World: cudaMalloc (lanes)");
+    lanes = static_cast<rma::IbLane*>(p);
+    detail::cuda_check(cudaMalloc(&p, n * sizeof(rma::LaneState)), "World: cudaMalloc (lane states)");
+    lane_states = static_cast<rma::LaneState*>(p);
+    clear(lane_states, n * sizeof(rma::LaneState), "World: clearing lane states");
+    detail::cuda_check(cudaHostAlloc(&p, 64, cudaHostAllocMapped | cudaHostAllocPortable), "World: cudaHostAlloc (abort flag)");
+    std::memset(p, 0, 64);
+    abort_flag = static_cast<std::uint32_t*>(p);
+#endif
+  } else {
+    peers = detail::aligned_host_array<rma::Peer>(static_cast<std::size_t>(size));
+    lanes = detail::aligned_host_array<rma::IbLane>(n);
+    lane_states = detail::aligned_host_array<rma::LaneState>(n);
+    abort_flag = detail::aligned_host_array<std::uint32_t>(16);
+  }
+}
+
+void World::Impl::clear(void* p, std::size_t bytes, const char* what) {
+#if GPUVERBS_HAVE_CUDA
+  if (gpu_mode()) {
+    detail::cuda_check(cudaMemsetAsync(p, 0, bytes, stream), what);
+    detail::cuda_check(cudaStreamSynchronize(stream), what);
+    return;
+  }
+#endif
+  (void)what;
+  std::memset(p, 0, bytes);
 }
 
 void World::Impl::make_heap(bool need_ib) {
@@ -347,10 +393,7 @@ void World::Impl::make_heap(bool need_ib) {
     heap = detail::create_shared_heap(heap_total, shm_name);
     heap_kind = HeapKind::kShm;
   }
-#if GPUVERBS_HAVE_CUDA
-  if (gpu_mode()) detail::cuda_check(cudaMemset(heap, 0, heap_total), "World: clearing the heap");
-#endif
-  if (!gpu_mode() && heap_kind == HeapKind::kDevice) std::memset(heap, 0, heap_total);
+  if (heap_kind != HeapKind::kShm) clear(heap, heap_total, "World: clearing the heap");  // a new shm file is zero
 }
 
 void World::Impl::map_peers(const std::vector<detail::Who>& who, const std::vector<detail::HeapInfo>& heaps) {
@@ -424,27 +467,6 @@ void World::Impl::write_tables(const std::vector<detail::HeapInfo>& heaps) {
   const std::size_t n = static_cast<std::size_t>(size) * L;
   std::vector<rma::Peer> hp(static_cast<std::size_t>(size));
   std::vector<rma::IbLane> hl(n);
-  // Where the tables live: GPU memory for kernels, host memory for host threads.
-  if (gpu_mode()) {
-#if GPUVERBS_HAVE_CUDA
-    void* p = nullptr;
-    detail::cuda_check(cudaMalloc(&p, hp.size() * sizeof(rma::Peer)), "World: cudaMalloc (peer table)");
-    peers = static_cast<rma::Peer*>(p);
-    detail::cuda_check(cudaMalloc(&p, n * sizeof(rma::IbLane)), "World: cudaMalloc (lanes)");
-    lanes = static_cast<rma::IbLane*>(p);
-    detail::cuda_check(cudaMalloc(&p, n * sizeof(rma::LaneState)), "World: cudaMalloc (lane states)");
-    lane_states = static_cast<rma::LaneState*>(p);
-    detail::cuda_check(cudaMemset(lane_states, 0, n * sizeof(rma::LaneState)), "World: clearing lane states");
-    detail::cuda_check(cudaHostAlloc(&p, 64, cudaHostAllocMapped | cudaHostAllocPortable), "World: cudaHostAlloc (abort flag)");
-    std::memset(p, 0, 64);
-    abort_flag = static_cast<std::uint32_t*>(p);
-#endif
-  } else {
-    peers = detail::aligned_host_array<rma::Peer>(hp.size());
-    lanes = detail::aligned_host_array<rma::IbLane>(n);
-    lane_states = detail::aligned_host_array<rma::LaneState>(n);
-    abort_flag = detail::aligned_host_array<std::uint32_t>(16);
-  }
   for (int q = 0; q < size; ++q) {
     const auto i = static_cast<std::size_t>(q);
     rma::Peer& pr = hp[i];
@@ -467,8 +489,10 @@ void World::Impl::write_tables(const std::vector<detail::HeapInfo>& heaps) {
   }
   if (gpu_mode()) {
 #if GPUVERBS_HAVE_CUDA
-    detail::cuda_check(cudaMemcpy(peers, hp.data(), hp.size() * sizeof(rma::Peer), cudaMemcpyHostToDevice), "World: peer table");
-    detail::cuda_check(cudaMemcpy(lanes, hl.data(), n * sizeof(rma::IbLane), cudaMemcpyHostToDevice), "World: lanes");
+    detail::cuda_check(cudaMemcpyAsync(peers, hp.data(), hp.size() * sizeof(rma::Peer), cudaMemcpyHostToDevice, stream),
+                       "World: peer table");
+    detail::cuda_check(cudaMemcpyAsync(lanes, hl.data(), n * sizeof(rma::IbLane), cudaMemcpyHostToDevice, stream), "World: lanes");
+    detail::cuda_check(cudaStreamSynchronize(stream), "World: writing the tables");
 #endif
   } else {
     std::copy(hp.begin(), hp.end(), peers);
@@ -518,6 +542,7 @@ World::Impl::~Impl() {
     (void)cudaFree(lane_states);
     (void)cudaFreeHost(abort_flag);
     if (heap_kind == HeapKind::kCuda) (void)cudaFree(heap);
+    if (stream != nullptr) (void)cudaStreamDestroy(stream);
     (void)cudaGetLastError();
   }
 #endif
@@ -595,6 +620,15 @@ int World::gpu() const { return impl_->gpu; }
 const std::string& World::bootstrap_name() const { return impl_->boot->name(); }
 const rma::Endpoint& World::endpoint() const { return impl_->ep; }
 
+void* World::ptr(const void* sym, int pe) const {
+  const Impl& m = *impl_;
+  const auto off = static_cast<std::uint64_t>(static_cast<const std::byte*>(sym) - m.heap);
+  if (pe < 0 || pe >= m.size || static_cast<const std::byte*>(sym) < m.heap + m.user_offset || off >= m.heap_total)
+    return nullptr;
+  std::byte* base = m.peer_base[static_cast<std::size_t>(pe)];
+  return base == nullptr ? nullptr : base + off;
+}
+
 rma::Transport World::transport_to(int pe) const {
   if (pe < 0 || pe >= impl_->size) return Transport::kNone;
   return impl_->transports[static_cast<std::size_t>(pe)];
@@ -614,13 +648,10 @@ void* World::alloc(std::size_t bytes, std::size_t align) {
     impl_->used_blocks[at] = need;
     std::byte* p = impl_->heap + at;
 #if GPUVERBS_HAVE_CUDA
-    if (impl_->gpu_mode()) {
-      detail::DeviceGuard g(impl_->gpu);
-      detail::cuda_check(cudaMemset(p, 0, need), "World::alloc: clearing the block");
-      return p;
-    }
+    std::optional<detail::DeviceGuard> g;
+    if (impl_->gpu_mode()) g.emplace(impl_->gpu);
 #endif
-    std::memset(p, 0, need);
+    impl_->clear(p, need, "World::alloc: clearing the block");
     return p;
   }
   throw Error("World::alloc: the symmetric heap is exhausted: " + std::to_string(bytes) + " bytes asked, " +

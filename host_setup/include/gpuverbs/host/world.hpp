@@ -80,6 +80,9 @@ class World {
   int gpu() const;
   bool on_gpu() const { return gpu() >= 0; }
   rma::Transport transport_to(int pe) const;
+  /// rma::ptr on the host: PE pe's copy of symmetric `sym` in this address space (p2p and
+  /// self peers), else null. (The endpoint's tables of a GPU World are GPU memory.)
+  void* ptr(const void* sym, int pe) const;
   /// "mpi", "tcp", "local" or "single".
   const std::string& bootstrap_name() const;
 
