@@ -123,7 +123,8 @@ class RmaGpu : public ::testing::TestWithParam<GpuParam> {
   void expect_ok(const char* what) {
     for (int r = 0; r < n(); ++r) {
       const auto s = read(st(r), 2, r);
-      EXPECT_EQ(s[0], 0u) << what << ": rank " << r << " status " << gv::to_string(static_cast<Status>(s[0]));
+      EXPECT_EQ(s[0], 0u) << what << ": rank " << r << " status " << gv::to_string(static_cast<Status>(s[0])) << "\n"
+                          << world(r).describe();
       EXPECT_EQ(s[1], 0u) << what << ": rank " << r << " barrier " << gv::to_string(static_cast<Status>(s[1]));
     }
   }

@@ -707,6 +707,52 @@ void World::check() const {
   if (!impl_->failure.empty()) throw Error(impl_->failure);
 }
 
+std::string World::describe() const {
+  const Impl& m = *impl_;
+  std::string out = "rank " + std::to_string(m.rank) + " of " + std::to_string(m.size) + " (" + m.boot->name() + ")\n";
+  const std::uint32_t L = m.opt.ib_lanes;
+  for (int q = 0; q < m.size; ++q) {
+    const auto i = static_cast<std::size_t>(q);
+    out += "  peer " + std::to_string(q) + ": " + rma::to_string(m.transports[i]) + "\n";
+    if (m.transports[i] != Transport::kIb) continue;
+    for (std::uint32_t l = 0; l < L; ++l) {
+      const std::size_t k = i * L + l;
+      const ib::QpHandle qh = m.qps[k]->device_handle();
+      const ib::CqHandle ch = m.cqs[k]->device_handle();
+      ib::QpState qs{};
+      ib::CqState cs{};
+      rma::LaneState ls{};
+      auto fetch = [&](void* dst, const void* src, std::size_t n) {
+#if GPUVERBS_HAVE_CUDA
+        if (m.gpu_mode()) {
+          detail::DeviceGuard g(m.gpu);
+          if (cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, m.stream) != cudaSuccess ||
+              cudaStreamSynchronize(m.stream) != cudaSuccess)
+            (void)cudaGetLastError();
+          return;
+        }
+#endif
+        std::memcpy(dst, src, n);  // a racy snapshot, for diagnosis only
+      };
+      fetch(&qs, qh.state, sizeof(qs));
+      fetch(&cs, ch.state, sizeof(cs));
+      fetch(&ls, m.lane_states + k, sizeof(ls));
+      char line[320];
+      std::snprintf(line, sizeof(line),
+                    "    lane %u: QP 0x%x sq reserved %llu published %llu completed %llu (ring %u WQEBBs); checked to %llu; "
+                    "CQ 0x%x taken %llu; %s%s\n",
+                    l, qh.qpn, static_cast<unsigned long long>(qs.sq.reserved), static_cast<unsigned long long>(qs.sq.published),
+                    static_cast<unsigned long long>(qs.sq.completed), qh.sq_bbs, static_cast<unsigned long long>(ls.done), ch.cqn,
+                    static_cast<unsigned long long>(cs.claimed), ls.first_bad ? "failed at WQEBB " : "healthy",
+                    ls.first_bad ? (std::to_string(ls.first_bad - 1) + " (" + to_string(static_cast<Status>(ls.status)) +
+                                    ", syndrome " + std::to_string(ls.syndrome) + ")").c_str()
+                                 : "");
+      out += line;
+    }
+  }
+  return out;
+}
+
 void World::abort() { impl_->raise_abort(); }
 
 void World::quiesce() {

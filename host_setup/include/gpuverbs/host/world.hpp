@@ -105,6 +105,10 @@ class World {
 
   /// Throws if a peer died (its message names the rank).
   void check() const;
+  /// One line per ib lane: its QP, send-queue counters (reserved, published, completed), how
+  /// far completions are checked, CQEs taken, and its first error. For diagnosing a stuck or
+  /// failing wait; reads the counters while kernels may run.
+  std::string describe() const;
   /// End every wait of this rank's endpoint with kAborted (irreversible).
   void abort();
 
