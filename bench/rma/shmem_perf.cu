@@ -1,0 +1,280 @@
+// shmem_perf: the rows of gv_rma that NVSHMEM's perftest also measures, written in NVSHMEM's
+// API only, so the same source builds against NVSHMEM (target nvshmem_perf, where NVSHMEM is
+// found) and against gpuverbs' NVSHMEM face (target gv_shmem_perf): one program, two
+// implementations, compared in one run (bench/rma/compare.py joins their JSON).
+//
+// Two PEs (launch with gvrun -n 2, or mpirun -n 2 with NVSHMEM_BOOTSTRAP=MPI for NVSHMEM).
+// Rows: p ping-pong (8 B), putmem_signal ping-pong (thread 8 B, block 8 B and 4 KiB),
+// fetch_add round trip (value consumed), putmem_nbi_block bandwidth from 1/8/32/132 CTAs,
+// scattered 64-byte putmem_nbi message rate (132 CTAs x 256 threads, distinct cache lines).
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "metadata.hpp"
+#include "stats.hpp"
+
+#ifndef SHMEM_PERF_IMPL
+#define SHMEM_PERF_IMPL "unknown"
+#endif
+
+namespace {
+
+#define CUDA_OK(x)                                                                      \
+  do {                                                                                  \
+    cudaError_t e_ = (x);                                                               \
+    if (e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "shmem_perf: %s: %s\n", #x, cudaGetErrorString(e_));         \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+struct Timing {
+  unsigned long long ns, cycles;
+};
+
+__device__ __forceinline__ unsigned long long gtimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/// op 0: p of the round into `flag`; 1: putmem_signal (thread); 2: putmem_signal_block.
+__global__ void pingpong(int op, char* buf, const char* src, std::size_t bytes, uint64_t* flag, int warmup, int iters,
+                         unsigned long long* cycles, Timing* timing) {
+  const int me = nvshmem_my_pe(), peer = 1 - me;
+  const bool leader = threadIdx.x == 0;
+  unsigned long long t0 = 0, c0 = 0;
+  for (int i = 1; i <= warmup + iters; ++i) {
+    if (i == warmup + 1) {
+      t0 = gtimer();
+      c0 = clock64();
+    }
+    const unsigned long long start = clock64();
+    auto send = [&] {
+      if (op == 0) {
+        if (leader) nvshmem_uint64_p(flag, static_cast<uint64_t>(i), peer);
+      } else if (op == 1) {
+        if (leader) nvshmem_putmem_signal(buf, src, bytes, flag, static_cast<uint64_t>(i), NVSHMEM_SIGNAL_SET, peer);
+      } else {
+        nvshmemx_putmem_signal_block(buf, src, bytes, flag, static_cast<uint64_t>(i), NVSHMEM_SIGNAL_SET, peer);
+      }
+    };
+    auto wait = [&] {
+      if (leader) nvshmem_uint64_wait_until(flag, NVSHMEM_CMP_GE, static_cast<uint64_t>(i));
+      __syncthreads();
+    };
+    if (me == 0) {
+      send();
+      wait();
+    } else {
+      wait();
+      send();
+    }
+    if (me == 0 && leader && i > warmup) cycles[i - warmup - 1] = clock64() - start;
+  }
+  if (me == 0 && leader) *timing = Timing{gtimer() - t0, clock64() - c0};
+}
+
+__global__ void fetch_add_chain(unsigned long long* counter, int warmup, int iters, unsigned long long* cycles,
+                                Timing* timing, unsigned long long* sink) {
+  unsigned long long carry = 0, t0 = 0, c0 = 0;
+  for (int i = 1; i <= warmup + iters; ++i) {
+    if (i == warmup + 1) {
+      t0 = gtimer();
+      c0 = clock64();
+    }
+    const unsigned long long start = clock64();
+    carry = nvshmem_ulonglong_atomic_fetch_add(counter, (carry & 1) + 1, 1);
+    if (i > warmup) cycles[i - warmup - 1] = clock64() - start;
+  }
+  *timing = Timing{gtimer() - t0, clock64() - c0};
+  *sink = carry;
+}
+
+__global__ void put_bw(char* dst, const char* src, std::size_t bytes, int iters) {
+  const std::size_t chunk = ((bytes / gridDim.x) + 15) & ~std::size_t{15};
+  const std::size_t off = chunk * blockIdx.x;
+  const std::size_t n = off >= bytes ? 0 : (bytes - off < chunk ? bytes - off : chunk);
+  for (int i = 0; i < iters; ++i)
+    if (n != 0) nvshmemx_putmem_nbi_block(dst + off, src + off, n, 1);
+  nvshmem_quiet();
+}
+
+__global__ void put_rate(char* dst, const char* src, std::size_t bytes, unsigned slots, int iters) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int i = 0; i < iters; ++i) {
+    const unsigned slot = (t * 2654435761u + static_cast<unsigned>(i) * 40503u) % slots;
+    nvshmem_putmem_nbi(dst + std::size_t{slot} * 512, src + (t % 64) * 512, bytes, 1);
+  }
+  nvshmem_quiet();
+}
+
+bool g_json = false;
+
+void emit_latency(const std::string& test, const char* scope, std::size_t bytes, int iters, const std::vector<double>& us) {
+  const auto s = gv::bench::summarize(us);
+  if (g_json)
+    std::printf("%s\n", gv::bench::latency_json("shmem_perf", std::string("\"impl\":\"") + SHMEM_PERF_IMPL + "\",\"test\":\"" +
+                                                                    test + "\",\"scope\":\"" + scope + "\",",
+                                                bytes, static_cast<std::uint64_t>(iters), s).c_str());
+  else {
+    char lead[64];
+    std::snprintf(lead, sizeof(lead), "%-14s %-6s", test.c_str(), scope);
+    gv::bench::print_latency_row(stdout, bytes, static_cast<std::uint64_t>(iters), s, lead);
+  }
+  std::fflush(stdout);
+}
+
+void emit_rate(const std::string& test, const std::string& variant, std::size_t bytes, int iters, double gbs, double mmsgs) {
+  if (g_json)
+    std::printf("{\"bench\":\"shmem_perf\",\"impl\":\"%s\",\"test\":\"%s\",\"variant\":\"%s\",\"bytes\":%zu,\"iters\":%d,"
+                "\"bw_gbs\":%.3f,\"mmsgs\":%.3f}\n",
+                SHMEM_PERF_IMPL, test.c_str(), variant.c_str(), bytes, iters, gbs, mmsgs);
+  else
+    std::printf("%-14s %-10s %-10zu %-10d %-16.2f %.3f\n", test.c_str(), variant.c_str(), bytes, iters, gbs, mmsgs);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iters = 1000;
+  std::size_t bw_max = std::size_t{256} << 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::printf("usage: shmem_perf [--json] [-n ITERS] [--bw-max BYTES]   (2 PEs: gvrun -n 2, or mpirun -n 2)\n");
+      return 0;
+    } else if (a == "--json") {
+      g_json = true;
+    } else if (a == "-n" && i + 1 < argc) {
+      char* end = nullptr;
+      const long v = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || v < 1 || v > 1000000) { std::fprintf(stderr, "shmem_perf: -n takes 1..1000000\n"); return 2; }
+      iters = static_cast<int>(v);
+    } else if (a == "--bw-max" && i + 1 < argc) {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(argv[++i], &end, 10);
+      if (*end != '\0' || v < 4096 || v > (1ull << 32)) { std::fprintf(stderr, "shmem_perf: --bw-max takes 4096..2^32\n"); return 2; }
+      bw_max = static_cast<std::size_t>(v);
+    } else {
+      std::fprintf(stderr, "shmem_perf: unknown argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  nvshmem_init();
+  const int me = nvshmem_my_pe(), n = nvshmem_n_pes();
+  int gpus = 0;
+  CUDA_OK(cudaGetDeviceCount(&gpus));
+  CUDA_OK(cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
+  if (n != 2) {
+    if (me == 0) std::fprintf(stderr, "shmem_perf: needs exactly 2 PEs, has %d\n", n);
+    nvshmem_finalize();
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  CUDA_OK(cudaGetDeviceProperties(&prop, nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
+  const std::string device = std::string(prop.name) + (gpus >= 2 ? " x2" : " x1 (both PEs on one GPU)");
+  if (me == 0) {
+    if (g_json) std::printf("%s\n", gv::bench::metadata_json(device, gv::bench::command_line(argc, argv),
+                                                             std::string("\"impl\":\"") + SHMEM_PERF_IMPL + "\",").c_str());
+    else std::printf("# shmem_perf (%s) on %s\n", SHMEM_PERF_IMPL, device.c_str());
+  }
+  const std::size_t area = bw_max;
+  char* buf = static_cast<char*>(nvshmem_malloc(area));
+  char* src = static_cast<char*>(nvshmem_malloc(area));
+  uint64_t* flag = static_cast<uint64_t*>(nvshmem_calloc(8, sizeof(uint64_t)));
+  unsigned long long* counter = static_cast<unsigned long long*>(nvshmem_calloc(1, sizeof(unsigned long long)));
+  unsigned long long* cycles = nullptr;
+  Timing* timing = nullptr;
+  unsigned long long* sink = nullptr;
+  CUDA_OK(cudaMallocHost(&cycles, sizeof(unsigned long long) * static_cast<std::size_t>(iters)));
+  CUDA_OK(cudaMallocHost(&timing, sizeof(Timing)));
+  CUDA_OK(cudaMallocHost(&sink, sizeof(unsigned long long)));
+  CUDA_OK(cudaMemset(src, 0x5a, area));
+  const int warmup = iters / 10 + 10;
+  auto samples = [&](bool halve) {
+    const double ns_per_cycle = timing->cycles ? static_cast<double>(timing->ns) / static_cast<double>(timing->cycles) : 0;
+    std::vector<double> us(static_cast<std::size_t>(iters));
+    for (int i = 0; i < iters; ++i) us[static_cast<std::size_t>(i)] = static_cast<double>(cycles[i]) * ns_per_cycle / 1000.0 / (halve ? 2 : 1);
+    return us;
+  };
+  struct Row {
+    int op;
+    const char* test;
+    const char* scope;
+    std::size_t bytes;
+    unsigned threads;
+  };
+  const Row rows[] = {{0, "p", "thread", 8, 1},          {1, "put_signal", "thread", 8, 1},
+                      {1, "put_signal", "thread", 64, 1}, {2, "put_signal", "block", 8, 512},
+                      {2, "put_signal", "block", 64, 512}, {2, "put_signal", "block", 4096, 512}};
+  for (const Row& r : rows) {
+    CUDA_OK(cudaMemset(flag, 0, 8 * sizeof(uint64_t)));
+    nvshmem_barrier_all();
+    pingpong<<<1, r.threads>>>(r.op, buf, src, r.bytes, flag, warmup, iters, cycles, timing);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    nvshmem_barrier_all();
+    if (me == 0) emit_latency(r.test, r.scope, r.bytes, iters, samples(true));
+  }
+  if (me == 0) {
+    fetch_add_chain<<<1, 1>>>(counter, warmup, iters, cycles, timing, sink);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    emit_latency("fetch_add", "thread", 8, iters, samples(false));
+  }
+  nvshmem_barrier_all();
+  for (const int ctas : {1, 8, 32, 132}) {
+    for (std::size_t bytes = 65536; bytes <= bw_max; bytes *= 4) {
+      const int reps = static_cast<int>(std::max<std::size_t>(5, std::min<std::size_t>(200, (std::size_t{4} << 30) / bytes)));
+      nvshmem_barrier_all();
+      if (me == 0) {
+        cudaEvent_t a, b;
+        CUDA_OK(cudaEventCreate(&a));
+        CUDA_OK(cudaEventCreate(&b));
+        put_bw<<<ctas, 512>>>(buf, src, bytes, 1);
+        CUDA_OK(cudaEventRecord(a));
+        put_bw<<<ctas, 512>>>(buf, src, bytes, reps);
+        CUDA_OK(cudaEventRecord(b));
+        CUDA_OK(cudaEventSynchronize(b));
+        float ms = 0;
+        CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+        emit_rate("bw", std::to_string(ctas) + "cta", bytes, reps, static_cast<double>(bytes) * reps / (ms * 1e-3) / 1e9, 0);
+        CUDA_OK(cudaEventDestroy(a));
+        CUDA_OK(cudaEventDestroy(b));
+      }
+    }
+  }
+  nvshmem_barrier_all();
+  if (me == 0) {
+    const unsigned slots = static_cast<unsigned>(std::min<std::size_t>(area / 512, 1u << 20));
+    const int reps = 200, ctas = 132, threads = 256;
+    cudaEvent_t a, b;
+    CUDA_OK(cudaEventCreate(&a));
+    CUDA_OK(cudaEventCreate(&b));
+    CUDA_OK(cudaEventRecord(a));
+    put_rate<<<ctas, threads>>>(buf, src, 64, slots, reps);
+    CUDA_OK(cudaEventRecord(b));
+    CUDA_OK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+    const double msgs = static_cast<double>(ctas) * threads * reps;
+    emit_rate("rate", "thread", 64, reps, msgs * 64 / (ms * 1e-3) / 1e9, msgs / (ms * 1e-3) / 1e6);
+    CUDA_OK(cudaEventDestroy(a));
+    CUDA_OK(cudaEventDestroy(b));
+  }
+  nvshmem_barrier_all();
+  nvshmem_free(counter);
+  nvshmem_free(flag);
+  nvshmem_free(src);
+  nvshmem_free(buf);
+  nvshmem_finalize();
+  return 0;
+}
