@@ -59,7 +59,7 @@ typedef std::int32_t nvshmem_team_t;
 
 namespace gv::nvshmem::detail {
 
-inline constexpr gv::rma::Cmp cmp_of(int c) {
+GV_HD inline constexpr gv::rma::Cmp cmp_of(int c) {
   switch (c) {
     case NVSHMEM_CMP_EQ: return gv::rma::Cmp::kEq;
     case NVSHMEM_CMP_NE: return gv::rma::Cmp::kNe;
