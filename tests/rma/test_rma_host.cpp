@@ -434,3 +434,42 @@ INSTANTIATE_TEST_SUITE_P(Transports, RmaHost,
                          rma_param_name);
 
 }  // namespace gvt
+
+namespace gvt {
+// More ranks than Endpoint::near holds: ranks 8 and 9 are reached through the peer table.
+TEST(RmaHostManyRanks, RingAndAtomicsBeyondTheNearPeers) {
+  for (const Transport t : {Transport::kP2p, Transport::kIb}) {
+    WorldOptions o;
+    o.memory = WorldOptions::Memory::kHost;
+    o.transport = t;
+    o.heap_bytes = 1 << 20;
+    o.ib_lanes = 1;
+    auto w = World::create_local(10, o);
+    const int n = static_cast<int>(w.size());
+    std::vector<std::uint64_t*> data, sig, counter;
+    for (auto& x : w) {
+      data.push_back(static_cast<std::uint64_t*>(x->alloc(64)));
+      sig.push_back(static_cast<std::uint64_t*>(x->alloc(8)));
+      counter.push_back(static_cast<std::uint64_t*>(x->alloc(8)));
+    }
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r)
+      ts.emplace_back([&, r] {
+        const auto R = static_cast<std::size_t>(r);
+        const Endpoint& e = w[R]->endpoint();
+        std::uint64_t* src = data[R] + 4;
+        src[0] = 1000 + static_cast<std::uint64_t>(r);
+        EXPECT_EQ(gv::rma::put_signal(e, data[R], src, 8, sig[R], 1, SignalOp::kAdd, (r + 1) % n), Status::kOk);
+        EXPECT_EQ(gv::rma::wait_until(e, sig[R], Cmp::kEq, std::uint64_t{1}), Status::kOk);
+        EXPECT_EQ(data[R][0], 1000u + static_cast<std::uint64_t>((r + n - 1) % n)) << gv::rma::to_string(t) << " rank " << r;
+        EXPECT_EQ(gv::rma::add(e, counter[R], std::uint64_t{1}, 9), Status::kOk);
+        EXPECT_EQ(gv::rma::barrier(e), Status::kOk);
+        std::uint64_t total = 0;
+        EXPECT_EQ(gv::rma::fetch(e, counter[R], 9, total), Status::kOk);
+        EXPECT_EQ(total, static_cast<std::uint64_t>(n));
+        EXPECT_EQ(gv::rma::transport(e, 9), r == 9 ? Transport::kSelf : t);
+      });
+    for (auto& th : ts) th.join();
+  }
+}
+}  // namespace gvt

@@ -509,6 +509,8 @@ void World::Impl::write_tables(const std::vector<detail::HeapInfo>& heaps) {
   ep.abort = abort_flag;
   ep.budget = opt.budget;
   ep.arrive_offset = sizeof(rma::Reserved);
+  for (int q = 0; q < size && q < static_cast<int>(rma::kNearPeers); ++q)
+    if (transports[static_cast<std::size_t>(q)] != Transport::kIb) ep.near[q] = peer_base[static_cast<std::size_t>(q)];
 }
 
 void World::Impl::raise_abort() {

@@ -17,7 +17,12 @@
 
 namespace gv::rma {
 
-inline constexpr std::uint32_t kEndpointVersion = 1;
+inline constexpr std::uint32_t kEndpointVersion = 2;
+
+/// Peers below this rank number that are reached directly (kSelf, kP2p) also have their heap
+/// base in the endpoint itself (Endpoint::near): a kernel parameter, so the common path reads
+/// no table from memory (after an acquire has emptied L1, that read is a round trip to L2).
+inline constexpr std::uint32_t kNearPeers = 8;
 
 enum class Transport : std::uint32_t { kNone = 0, kSelf = 1, kP2p = 2, kIb = 3 };
 
@@ -110,7 +115,10 @@ struct Endpoint {
   const std::uint32_t* abort = nullptr; ///< raised by the World: every wait ends with kAborted
   Budget budget{};                      ///< bound of every wait an operation makes
   std::uint64_t arrive_offset = 0;      ///< symmetric offset of the barrier's arrive[size]
+  /// near[q]: peer q's heap in this address space when q < kNearPeers is reached directly
+  /// (kSelf, kP2p); null otherwise (then Peer q says how).
+  std::byte* near[kNearPeers] = {};
 };
-static_assert(sizeof(Endpoint) == 72);
+static_assert(sizeof(Endpoint) == 136);
 
 }  // namespace gv::rma

@@ -17,11 +17,27 @@ namespace detail {
 /// Largest message one WQE carries; longer ib transfers are split.
 inline constexpr std::size_t kMaxWqeBytes = std::size_t{1} << 30;
 
-/// The peer of `pe`, or null when it is out of range or unreachable.
-GV_HD GV_INLINE const Peer* peer_of(const Endpoint& ep, int pe) {
-  if (ep.version != kEndpointVersion || static_cast<std::uint32_t>(pe) >= ep.size) return nullptr;
-  const Peer* p = ep.peers + pe;
-  return p->transport == Transport::kNone ? nullptr : p;
+/// How an operation reaches a PE: straight through memory mapped here (`base`: kSelf, kP2p),
+/// or through the ib lanes of `ib`.
+struct Route {
+  std::byte* base = nullptr;
+  const Peer* ib = nullptr;
+};
+
+/// The route to `pe`; false when it is out of range or unreachable. Near direct peers cost no
+/// memory read (Endpoint::near).
+GV_HD GV_INLINE bool route(const Endpoint& ep, int pe, Route& r) {
+  const auto q = static_cast<std::uint32_t>(pe);
+  if (ep.version != kEndpointVersion || q >= ep.size) return false;
+  if (q < kNearPeers && ep.near[q] != nullptr) {
+    r = Route{ep.near[q], nullptr};
+    return true;
+  }
+  const Peer* p = ep.peers + q;
+  const Transport t = p->transport;
+  if (t == Transport::kNone) return false;
+  r = t == Transport::kIb ? Route{nullptr, p} : Route{p->base, nullptr};
+  return true;
 }
 
 /// Offset of [p, p + n) in the user part of this rank's heap; false outside it or on overflow.
@@ -31,10 +47,9 @@ GV_HD GV_INLINE bool heap_offset(const Endpoint& ep, const void* p, std::size_t 
 }
 
 /// Both checks of an operation on symmetric [dst, dst + n) at PE pe.
-GV_HD GV_INLINE Status locate(const Endpoint& ep, const void* sym, std::size_t n, int pe, const Peer*& peer,
+GV_HD GV_INLINE Status locate(const Endpoint& ep, const void* sym, std::size_t n, int pe, Route& peer,
                               std::uint64_t& off) {
-  peer = peer_of(ep, pe);
-  if (peer == nullptr) return Status::kInvalidPe;
+  if (!route(ep, pe, peer)) return Status::kInvalidPe;
   return heap_offset(ep, sym, n, off) ? Status::kOk : Status::kOutOfBounds;
 }
 
@@ -157,7 +172,7 @@ inline constexpr bool is_atomic_word_v = std::is_trivially_copyable_v<T> && (siz
 
 /// The checks every remote atomic makes: PE, heap range, natural alignment.
 template <class T>
-GV_HD GV_INLINE Status locate_word(const Endpoint& ep, const T* target, int pe, const Peer*& peer, std::uint64_t& off) {
+GV_HD GV_INLINE Status locate_word(const Endpoint& ep, const T* target, int pe, Route& peer, std::uint64_t& off) {
   const Status st = locate(ep, target, sizeof(T), pe, peer, off);
   if (st != Status::kOk) return st;
   return (reinterpret_cast<std::uintptr_t>(target) % sizeof(T)) == 0 ? Status::kOk : Status::kInvalidArgument;
@@ -169,7 +184,7 @@ GV_HD GV_INLINE Status locate_word(const Endpoint& ep, const T* target, int pe, 
 template <class G, class T, class Native, class F>
 GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old, Native&& native, F&& f,
                                   ib::WrOpcode op64, std::uint64_t compare_add, std::uint64_t swap) {
-  const Peer* peer;
+  Route peer;
   std::uint64_t off;
   Status st = locate_word(ep, target, pe, peer, off);
   if (st != Status::kOk) return st;
@@ -180,17 +195,17 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
   static_assert(sizeof(T) == 4 || sizeof(T) == 8);
   const R r = on_leader<G>([&]() -> R {
     R out{Status::kOk, T{}};
-    if (peer->transport != Transport::kIb) {
-      out.old = native(reinterpret_cast<T*>(peer->base + off));
+    if (!peer.ib) {
+      out.old = native(reinterpret_cast<T*>(peer.base + off));
       return out;
     }
-    const IbLane& L = lane_for(*peer, G::queue_hint());
+    const IbLane& L = lane_for(*peer.ib, G::queue_hint());
     if (sizeof(T) == 8 && op64 != ib::WrOpcode::kNop) {
       std::uint64_t o = 0;
-      out.st = ib_atomic64(ep, *peer, L, op64, off, compare_add, swap, true, o);
+      out.st = ib_atomic64(ep, *peer.ib, L, op64, off, compare_add, swap, true, o);
       out.old = from_bits<T>(static_cast<bits_t<T>>(o));
     } else {
-      out.st = ib_rmw<T>(ep, *peer, L, off, f, out.old);
+      out.st = ib_rmw<T>(ep, *peer.ib, L, off, f, out.old);
     }
     return out;
   });
@@ -205,19 +220,19 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
 namespace detail {
 template <class G>
 GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
-  const Peer* peer;
+  Route peer;
   std::uint64_t off;
   const Status st = locate(ep, dst, bytes, pe, peer, off);
   if (st != Status::kOk) return st;
-  if (peer->transport != Transport::kIb) {
-    group_copy<G>(peer->base + off, src, bytes);
+  if (!peer.ib) {
+    group_copy<G>(peer.base + off, src, bytes);
     return Status::kOk;
   }
   G::sync();  // the whole group's source bytes are written before the leader posts
   return on_leader<G>([&] {
-    const IbLane& L = lane_for(*peer, G::queue_hint());
+    const IbLane& L = lane_for(*peer.ib, G::queue_hint());
     Posted last;
-    Status s = ib_transfer(ep, *peer, L, false, const_cast<void*>(src), off, bytes, last);
+    Status s = ib_transfer(ep, *peer.ib, L, false, const_cast<void*>(src), off, bytes, last);
     if (s == Status::kOk && wait && !(bytes <= L.qp.max_inline)) s = ib_wait(ep, L, last.end);
     return s;
   });
@@ -225,19 +240,19 @@ GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std
 
 template <class G>
 GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
-  const Peer* peer;
+  Route peer;
   std::uint64_t off;
   Status st = locate(ep, src, bytes, pe, peer, off);
   if (st != Status::kOk) return st;
-  if (peer->transport != Transport::kIb) {
-    group_copy<G>(dst, peer->base + off, bytes);
+  if (!peer.ib) {
+    group_copy<G>(dst, peer.base + off, bytes);
     G::sync();  // every member's part has arrived
     return Status::kOk;
   }
   st = on_leader<G>([&] {
-    const IbLane& L = lane_for(*peer, G::queue_hint());
+    const IbLane& L = lane_for(*peer.ib, G::queue_hint());
     Posted last;
-    Status s = ib_transfer(ep, *peer, L, true, dst, off, bytes, last);
+    Status s = ib_transfer(ep, *peer.ib, L, true, dst, off, bytes, last);
     if (s == Status::kOk && wait) s = ib_wait(ep, L, last.end);
     return s;
   });
@@ -247,17 +262,17 @@ GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std
 template <class G>
 GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes,
                                     std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe, bool wait) {
-  const Peer* peer;
+  Route peer;
   std::uint64_t off, sig_off;
   Status st = locate(ep, dst, bytes, pe, peer, off);
   if (st != Status::kOk) return st;
   if (!heap_offset(ep, sig, sizeof(*sig), sig_off)) return Status::kOutOfBounds;
   if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
-  if (peer->transport != Transport::kIb) {
-    group_copy<G>(peer->base + off, src, bytes);
+  if (!peer.ib) {
+    group_copy<G>(peer.base + off, src, bytes);
     G::sync();  // every member's stores are behind the leader's release
     if (G::index() == 0) {
-      auto* s = reinterpret_cast<std::uint64_t*>(peer->base + sig_off);
+      auto* s = reinterpret_cast<std::uint64_t*>(peer.base + sig_off);
       if (op == SignalOp::kSet) signal_set_release(s, value);
       else signal_add_release(s, value);
     }
@@ -265,10 +280,10 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
   }
   G::sync();
   return on_leader<G>([&] {
-    const IbLane& L = lane_for(*peer, G::queue_hint());
+    const IbLane& L = lane_for(*peer.ib, G::queue_hint());
     Posted data, sigp;
-    Status s = ib_transfer(ep, *peer, L, false, const_cast<void*>(src), off, bytes, data);
-    if (s == Status::kOk) s = ib_signal(ep, *peer, L, sig_off, value, op, sigp);
+    Status s = ib_transfer(ep, *peer.ib, L, false, const_cast<void*>(src), off, bytes, data);
+    if (s == Status::kOk) s = ib_signal(ep, *peer.ib, L, sig_off, value, op, sigp);
     if (s == Status::kOk && wait && !(bytes <= L.qp.max_inline)) s = ib_wait(ep, L, data.end);
     return s;
   });
@@ -296,19 +311,19 @@ template <class G, class T>
 GV_HD Status p(const Endpoint& ep, T* dst, T value, int pe) {
   static_assert(std::is_trivially_copyable_v<T> && (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8),
                 "rma::p moves one 1-, 2-, 4- or 8-byte value");
-  const Peer* peer;
+  detail::Route peer;
   std::uint64_t off;
   const Status st = detail::locate(ep, dst, sizeof(T), pe, peer, off);
   if (st != Status::kOk) return st;
   return detail::on_leader<G>([&] {
-    if (peer->transport != Transport::kIb) {
-      detail::store_word(reinterpret_cast<T*>(peer->base + off), value);
+    if (!peer.ib) {
+      detail::store_word(reinterpret_cast<T*>(peer.base + off), value);
       return Status::kOk;
     }
-    const IbLane& L = detail::lane_for(*peer, G::queue_hint());
+    const IbLane& L = detail::lane_for(*peer.ib, G::queue_hint());
     const ib::Sge sge{reinterpret_cast<std::uint64_t>(&value), sizeof(T), 0};
     detail::Posted posted;
-    return detail::ib_post(ep, L, detail::make_write(peer->remote_base + off, peer->rkey, &sge, true), false, posted);
+    return detail::ib_post(ep, L, detail::make_write(peer.ib->remote_base + off, peer.ib->rkey, &sge, true), false, posted);
   });
 }
 
@@ -316,7 +331,7 @@ template <class G, class T>
 GV_HD Status g(const Endpoint& ep, const T* src, int pe, T& value) {
   static_assert(std::is_trivially_copyable_v<T> && (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8),
                 "rma::g moves one 1-, 2-, 4- or 8-byte value");
-  const Peer* peer;
+  detail::Route peer;
   std::uint64_t off;
   const Status st = detail::locate(ep, src, sizeof(T), pe, peer, off);
   if (st != Status::kOk) return st;
@@ -325,9 +340,9 @@ GV_HD Status g(const Endpoint& ep, const T* src, int pe, T& value) {
     T v;
   };
   const R r = detail::on_leader<G>([&]() -> R {
-    if (peer->transport != Transport::kIb) return R{Status::kOk, detail::load_word(reinterpret_cast<const T*>(peer->base + off))};
-    const IbLane& L = detail::lane_for(*peer, G::queue_hint());
-    ib::SendWr wr = detail::make_write(peer->remote_base + off, peer->rkey, nullptr, false);
+    if (!peer.ib) return R{Status::kOk, detail::load_word(reinterpret_cast<const T*>(peer.base + off))};
+    const IbLane& L = detail::lane_for(*peer.ib, G::queue_hint());
+    ib::SendWr wr = detail::make_write(peer.ib->remote_base + off, peer.ib->rkey, nullptr, false);
     wr.opcode = ib::WrOpcode::kRdmaRead;
     ib::Sge placeholder{0, sizeof(T), 0};
     wr.sg_list = &placeholder;
@@ -360,21 +375,21 @@ GV_HD Status put_signal_nbi(const Endpoint& ep, void* dst, const void* src, std:
 
 template <class G>
 GV_HD Status signal(const Endpoint& ep, std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe) {
-  const Peer* peer;
+  detail::Route peer;
   std::uint64_t off;
   const Status st = detail::locate(ep, sig, sizeof(*sig), pe, peer, off);
   if (st != Status::kOk) return st;
   if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
   G::sync();
   return detail::on_leader<G>([&] {
-    if (peer->transport != Transport::kIb) {
-      auto* s = reinterpret_cast<std::uint64_t*>(peer->base + off);
+    if (!peer.ib) {
+      auto* s = reinterpret_cast<std::uint64_t*>(peer.base + off);
       if (op == SignalOp::kSet) detail::signal_set_release(s, value);
       else detail::signal_add_release(s, value);
       return Status::kOk;
     }
     detail::Posted posted;
-    return detail::ib_signal(ep, *peer, detail::lane_for(*peer, G::queue_hint()), off, value, op, posted);
+    return detail::ib_signal(ep, *peer.ib, detail::lane_for(*peer.ib, G::queue_hint()), off, value, op, posted);
   });
 }
 
@@ -525,15 +540,17 @@ GV_HD Status barrier(const Endpoint& ep) {
 // ---- Addresses ----------------------------------------------------------------------------
 
 GV_HD inline void* ptr(const Endpoint& ep, const void* sym, int pe) {
-  const Peer* peer = detail::peer_of(ep, pe);
+  detail::Route r;
   std::uint64_t off;
-  if (peer == nullptr || peer->transport == Transport::kIb || !detail::heap_offset(ep, sym, 0, off)) return nullptr;
-  return peer->base + off;
+  if (!detail::route(ep, pe, r) || r.ib != nullptr || !detail::heap_offset(ep, sym, 0, off)) return nullptr;
+  return r.base + off;
 }
 
 GV_HD inline Transport transport(const Endpoint& ep, int pe) {
-  const Peer* peer = detail::peer_of(ep, pe);
-  return peer == nullptr ? Transport::kNone : peer->transport;
+  detail::Route r;
+  if (!detail::route(ep, pe, r)) return Transport::kNone;
+  if (r.ib != nullptr) return Transport::kIb;
+  return static_cast<std::uint32_t>(pe) == ep.rank ? Transport::kSelf : Transport::kP2p;
 }
 
 }  // namespace gv::rma
