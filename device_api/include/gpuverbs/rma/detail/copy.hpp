@@ -12,8 +12,10 @@
 namespace gv::rma::detail {
 
 #if GV_DEVICE_PASS
+/// No __restrict__: the source may have been written by other blocks of the same kernel (a put
+/// after a grid sync), and the compiler must not read it through the non-coherent path.
 template <class W>
-__device__ GV_INLINE void copy_words(W* __restrict__ d, const W* __restrict__ s, std::size_t n,
+__device__ GV_INLINE void copy_words(W* d, const W* s, std::size_t n,
                                      unsigned me, unsigned stride) {
   std::size_t i = me;
   for (; i + 3 * std::size_t{stride} < n; i += 4 * std::size_t{stride}) {
