@@ -131,9 +131,9 @@ TEST(HimenoDecomp, HeapLayoutIsAlignedDisjointAndSizedForTheLargestSlab) {
   const GridSize g{37, 29, 75};
   const HeapLayout h = plan_heap(g, 3, 10);
   EXPECT_EQ(h.elems, make_slab(g, 3, 0).local.elems());  // 35 planes: 12, 12, 11
-  const std::size_t starts[] = {h.p[0],     h.p[1],      h.coef,       h.partials[0], h.partials[1], h.halo_sig,
+  const std::size_t starts[] = {h.p[0],     h.p[1],      h.p_init,     h.coef,       h.partials[0], h.partials[1], h.halo_sig,
                                 h.gosa_sig, h.gosa_mine, h.gosa_parts, h.gosa_total,  h.control,     h.bytes};
-  const std::size_t sizes[] = {std::size_t(h.elems) * 4, std::size_t(h.elems) * 4, kCoefCount * std::size_t(h.elems) * 4,
+  const std::size_t sizes[] = {std::size_t(h.elems) * 4, std::size_t(h.elems) * 4, std::size_t(h.elems) * 4, kCoefCount * std::size_t(h.elems) * 4,
                                std::size_t(h.max_vblocks) * 8, std::size_t(h.max_vblocks) * 8, 16, 80, 80, 240, 80,
                                sizeof(Control)};
   for (int i = 0; i + 1 < int(std::size(starts)); ++i) {

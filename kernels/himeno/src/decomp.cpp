@@ -106,6 +106,7 @@ HeapLayout plan_heap(const GridSize& g, int ranks, std::int64_t capacity, int pl
   const auto cap = std::size_t(capacity);
   h.p[0] = take(field);
   h.p[1] = take(field);
+  h.p_init = take(field);
   h.coef = take(kCoefCount * field);
   h.partials[0] = take(std::size_t(h.max_vblocks) * sizeof(double));
   h.partials[1] = take(std::size_t(h.max_vblocks) * sizeof(double));

@@ -98,7 +98,7 @@ RankPlan plan_rank(const GridSize& g, int ranks, int rank, int planes_per_block 
 
 /// The first error a rank's kernels hit: a gv::Status, where it happened and in which iteration.
 struct ErrorRecord {
-  std::uint32_t status = 0;  ///< gv::Status; 0 while healthy
+  std::uint32_t status = 0;  ///< gv::Status (kDeviceLaunch: the cudaError_t); 0 while healthy
   std::uint32_t where = 0;   ///< Where
   std::uint64_t iteration = 0;
 };
@@ -118,15 +118,16 @@ enum class Where : std::uint32_t {
 };
 const char* to_string(Where w);
 
-/// Device-side words of one rank that no other rank touches.
+/// Device-side words of one rank that no other rank touches. The kernels of a run find their
+/// iteration here (multi_kernels.hpp says which kernel reads and advances which word).
 struct alignas(64) Control {
-  std::uint32_t plane_done[2] = {0, 0};  ///< boundary blocks of this iteration done, per side
-  std::uint32_t all_done = 0;            ///< virtual blocks of this iteration done
+  std::uint32_t plane_done[2] = {0, 0};  ///< blocks of boundary range 0 / 1 done this iteration
+  std::uint32_t all_done = 0;            ///< virtual blocks done this iteration
   std::uint32_t pad = 0;
-  std::uint64_t iter = 0;       ///< the next iteration of a device-driven chain
-  std::uint64_t end = 0;        ///< where the chain stops
-  std::uint64_t wait_iter = 0;  ///< stream: the iteration the next halo-wait kernel waits for
-  std::uint64_t gosa_iter = 0;  ///< stream: the iteration the next Gosa kernel publishes
+  std::uint64_t iter = 0;       ///< the compute side's iteration: sweeps, Gosa, device chains
+  std::uint64_t wait_iter = 0;  ///< the communication stream's iteration: halo wait and send
+  std::uint64_t start = 0;      ///< the run's first iteration
+  std::uint64_t end = 0;        ///< the run's end
   std::uint64_t barrier = 0;    ///< persistent: arrivals at the grid barrier since the launch
   ErrorRecord error;
 };
@@ -141,6 +142,7 @@ struct HeapLayout {
   int ranks = 1;
   std::int64_t capacity = 0;    ///< iterations between two resets
   std::size_t p[2] = {0, 0};
+  std::size_t p_init = 0;       ///< the initial p, which a reset copies into both buffers
   std::size_t coef = 0;         ///< kCoefCount fields, elems floats apart
   std::size_t partials[2] = {0, 0};
   std::size_t halo_sig = 0;     ///< 2 x uint64: chunks received from below / from above
