@@ -70,6 +70,24 @@ __device__ void send_plane(const DistArgs& a, int range, std::uint64_t n) {
   }
 }
 
+/// Virtual block vb of iteration n in a kernel that also waits and sends: a boundary block waits
+/// for its halos, sweeps with coherent loads (a peer may have put the halo while the kernel
+/// ran), and the last block of its plane puts the plane to the neighbour; an interior block
+/// only sweeps (kCoherentInterior: when p_in was written during this kernel, persistent mode).
+template <class T, bool kCoherentInterior>
+__device__ void boundary_or_interior(const DistArgs& a, const SweepArgs& s, std::uint64_t n, int vb) {
+  const RankPlan& p = a.plan;
+  if (vb >= p.boundary_vblocks) {
+    sweep_vblock<T, kCoherentInterior>(a, s, n, vb);
+    return;
+  }
+  const int range = p.vblock(vb).range;
+  wait_range(a, p.range[range], n);
+  sweep_vblock<T, true>(a, s, n, vb);
+  if (last_to_arrive(&a.control->plane_done[range], std::uint32_t(p.range[range].plan.blocks())))
+    send_plane(a, range, n);
+}
+
 /// The rank's Gosa of iteration m (from its partials) to every rank, then the reduction of
 /// iteration m - 1 unless m is the run's first. Every thread calls it.
 __device__ void publish_and_reduce(const DistArgs& a, std::uint64_t m, std::uint64_t start) {
@@ -145,29 +163,17 @@ __global__ void __launch_bounds__(kBlockThreads) gosa_to_host_kernel(const __gri
   }
 }
 
-// One iteration: boundary blocks (the first ones, scheduled first) wait for their halos, sweep
-// with coherent loads (a peer may have put the halo while this kernel ran), and the last block
-// of each boundary plane puts it to the neighbour while interior blocks still compute; the last
-// block of all publishes the Gosa and advances iter.
+// One iteration: boundary blocks (the first ones, scheduled first) wait for their halos and the
+// last block of each boundary plane puts it to the neighbour while interior blocks still
+// compute (boundary_or_interior); the last block of all publishes the Gosa and advances iter.
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads, 2) iteration_kernel(const __grid_constant__ DistArgs a) {
   __shared__ std::uint64_t n_shared;
   if (threadIdx.x == 0) n_shared = a.control->iter;
   if (block_failed(a)) return;  // (its barriers also publish n_shared)
   const std::uint64_t n = n_shared;
-  const RankPlan& p = a.plan;
-  const int vb = int(blockIdx.x);
-  const SweepArgs s = sweep_args(a, n);
-  if (vb < p.boundary_vblocks) {
-    const int range = p.vblock(vb).range;
-    wait_range(a, p.range[range], n);
-    sweep_vblock<T, true>(a, s, n, vb);
-    if (last_to_arrive(&a.control->plane_done[range], std::uint32_t(p.range[range].plan.blocks())))
-      send_plane(a, range, n);
-  } else {
-    sweep_vblock<T, false>(a, s, n, vb);
-  }
-  if (!last_to_arrive(&a.control->all_done, std::uint32_t(p.vblocks))) return;
+  boundary_or_interior<T, false>(a, sweep_args(a, n), n, int(blockIdx.x));
+  if (!last_to_arrive(&a.control->all_done, std::uint32_t(a.plan.vblocks))) return;
   publish_and_reduce(a, n, a.control->start);
   if (threadIdx.x == 0) a.control->iter = n + 1;  // every block has read n; the kernel's end publishes it
 }
@@ -186,17 +192,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2) persistent_kernel(const __gr
     if (block_failed(a)) return;
     if (gosa_block && n > n0) publish_and_reduce(a, n - 1, n0);
     const SweepArgs s = sweep_args(a, n);
-    for (int vb = int(blockIdx.x); vb < p.vblocks; vb += int(gridDim.x)) {
-      if (vb < p.boundary_vblocks) {
-        const int range = p.vblock(vb).range;
-        wait_range(a, p.range[range], n);
-        sweep_vblock<T, true>(a, s, n, vb);
-        if (last_to_arrive(&a.control->plane_done[range], std::uint32_t(p.range[range].plan.blocks())))
-          send_plane(a, range, n);
-      } else {
-        sweep_vblock<T, true>(a, s, n, vb);
-      }
-    }
+    for (int vb = int(blockIdx.x); vb < p.vblocks; vb += int(gridDim.x)) boundary_or_interior<T, true>(a, s, n, vb);
     arrivals += gridDim.x;
     const Status st = grid_barrier(a, arrivals);
     if (st != Status::kOk) {
