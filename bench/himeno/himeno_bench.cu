@@ -4,6 +4,7 @@
 //
 //   himeno_bench [--size XS|S|M|L|XL | --dims NI,NJ,NK] [--iters N] [--reps R]
 //                [--arith double|float] [--split] [--planes-per-block P] [--json]
+//   himeno_bench --ranks N ...   (several GPUs: multi_bench.cpp; -h for both)
 //
 // Each repetition restores the initial p (untimed), then times --iters iterations (sweep and
 // Gosa sum each) with events; the statistics are over repetitions. Every repetition must
@@ -17,6 +18,9 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "multi_bench.hpp"
+#include "one_gpu.hpp"
 
 namespace {
 
@@ -134,6 +138,14 @@ double copy_bandwidth_gbs() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "-h") == 0 || std::strcmp(argv[a], "--help") == 0) {
+      gv::himeno::bench::print_help(stdout);
+      return 0;
+    }
+  }
+  for (int a = 1; a < argc; ++a)
+    if (std::strcmp(argv[a], "--ranks") == 0) return gv::himeno::bench::run_multi(argc, argv);
   const Options o = parse(argc, argv);
   int dev = 0;
   BENCH_CHECK(cudaGetDevice(&dev));
@@ -153,37 +165,17 @@ int main(int argc, char** argv) {
   const std::vector<PlaneRange> ranges =
       o.split ? std::vector<PlaneRange>{h.top, h.bottom} : std::vector<PlaneRange>{all};
 
-  double* gosa = nullptr;
-  BENCH_CHECK(cudaMalloc(&gosa, std::size_t(o.iters) * sizeof(double)));
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaEvent_t t0, t1;
-  BENCH_CHECK(cudaEventCreate(&t0));
-  BENCH_CHECK(cudaEventCreate(&t1));
-
-  std::vector<double> ms;
-  double first_gosa = 0.0;
-  for (int rep = -1; rep < o.reps; ++rep) {  // rep -1 warms up
-    BENCH_CHECK(dom.reset(stream));
-    BENCH_CHECK(cudaEventRecord(t0, stream));
-    for (int n = 0; n < o.iters; ++n) BENCH_CHECK(dom.iterate(ranges, gosa + n, stream));
-    BENCH_CHECK(cudaEventRecord(t1, stream));
-    BENCH_CHECK(cudaEventSynchronize(t1));
-    float m = 0.0f;
-    BENCH_CHECK(cudaEventElapsedTime(&m, t0, t1));
-    double g = 0.0;
-    BENCH_CHECK(cudaMemcpy(&g, gosa + o.iters - 1, sizeof g, cudaMemcpyDeviceToHost));
-    if (rep < 0) {
-      first_gosa = g;
-      continue;
-    }
-    if (std::memcmp(&g, &first_gosa, sizeof g) != 0) {
-      std::fprintf(stderr, "himeno_bench: Gosa differs between repetitions (%.17g vs %.17g)\n", g,
-                   first_gosa);
-      return 1;
-    }
-    ms.push_back(m);
+  bench::OneGpuRun run;
+  try {
+    run = bench::time_one_gpu(dom, ranges, o.iters, o.reps, stream);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "himeno_bench: %s\n", e.what());
+    return 1;
   }
+  const std::vector<double>& ms = run.ms;
+  const double first_gosa = run.gosa;
 
   const Stats s = stats(ms);
   const double points = double(interior_points(o.grid));
@@ -215,9 +207,6 @@ int main(int argc, char** argv) {
                 o.size.c_str(), first_gosa, s.min, s.median, s.mean, s.p99, gflops, kBytesPerPoint,
                 gbs, copy_gbs, gbs / copy_gbs);
   }
-  BENCH_CHECK(cudaEventDestroy(t0));
-  BENCH_CHECK(cudaEventDestroy(t1));
   BENCH_CHECK(cudaStreamDestroy(stream));
-  BENCH_CHECK(cudaFree(gosa));
   return 0;
 }

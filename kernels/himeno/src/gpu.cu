@@ -1,6 +1,6 @@
 #include <gpuverbs/himeno/gpu.hpp>
 
-#include <cub/block/block_reduce.cuh>
+#include "block_sum.cuh"
 
 #include <stdexcept>
 #include <string>
@@ -19,25 +19,16 @@ __global__ void __launch_bounds__(LaunchPlan::kThreads, 2)
       thread_work(plan, a.layout, r, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z),
                   int(threadIdx.x));
   const double mine = w.active ? sweep_column<T>(a, w.j, w.k0, w.i_begin, w.i_end) : 0.0;
-  using Reduce = cub::BlockReduce<double, LaunchPlan::kThreads>;
-  __shared__ typename Reduce::TempStorage scratch;
-  const double block = Reduce(scratch).Sum(mine);
+  const double block = detail::block_total(mine);
   if (threadIdx.x == 0)
     partials[blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)] = block;
 }
 
-constexpr int kSumThreads = 256;
-
-// Deterministic final step: thread t adds partials t, t + 256, ... in order, then one CUB block
-// reduction (a fixed tree) combines the 256 sums. No atomics, so the bits depend on `count`
+// Deterministic final step (detail::sum_partials): no atomics, so the bits depend on `count`
 // and the partials only.
-__global__ void __launch_bounds__(kSumThreads)
-    gosa_sum_kernel(const double* __restrict__ partials, int count, double* __restrict__ gosa) {
-  double mine = 0.0;
-  for (int b = int(threadIdx.x); b < count; b += kSumThreads) mine += partials[b];
-  using Reduce = cub::BlockReduce<double, kSumThreads>;
-  __shared__ typename Reduce::TempStorage scratch;
-  const double total = Reduce(scratch).Sum(mine);
+__global__ void __launch_bounds__(detail::kBlockThreads)
+    gosa_sum_kernel(const double* partials, int count, double* __restrict__ gosa) {
+  const double total = detail::sum_partials(partials, count);
   if (threadIdx.x == 0) *gosa = total;
 }
 
@@ -60,7 +51,7 @@ cudaError_t launch_sweep(const SweepArgs& a, PlaneRange r, const LaunchPlan& pla
 }
 
 cudaError_t launch_gosa_sum(const double* partials, int count, double* gosa, cudaStream_t stream) {
-  gosa_sum_kernel<<<1, kSumThreads, 0, stream>>>(partials, count, gosa);
+  gosa_sum_kernel<<<1, detail::kBlockThreads, 0, stream>>>(partials, count, gosa);
   return cudaGetLastError();
 }
 

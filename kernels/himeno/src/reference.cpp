@@ -50,20 +50,22 @@ T Reference<T>::iterate() {
 template class Reference<float>;
 template class Reference<double>;
 
+double emulate_block(const SweepArgs& a, PlaneRange r, const LaunchPlan& plan, int bx, int by, int bz) {
+  double block = 0.0;
+  for (int t = 0; t < LaunchPlan::kThreads; ++t) {
+    const ThreadWork w = thread_work(plan, a.layout, r, bx, by, bz, t);
+    if (!w.active) continue;
+    block += plan.arithmetic == Arithmetic::kDouble ? sweep_column<double>(a, w.j, w.k0, w.i_begin, w.i_end)
+                                                    : sweep_column<float>(a, w.j, w.k0, w.i_begin, w.i_end);
+  }
+  return block;
+}
+
 void emulate_sweep(const SweepArgs& a, PlaneRange r, const LaunchPlan& plan, double* partials) {
   for (int bz = 0; bz < plan.grid_z; ++bz)
     for (int by = 0; by < plan.grid_y; ++by)
-      for (int bx = 0; bx < plan.grid_x; ++bx) {
-        double block = 0.0;
-        for (int t = 0; t < LaunchPlan::kThreads; ++t) {
-          const ThreadWork w = thread_work(plan, a.layout, r, bx, by, bz, t);
-          if (!w.active) continue;
-          block += plan.arithmetic == Arithmetic::kDouble
-                       ? sweep_column<double>(a, w.j, w.k0, w.i_begin, w.i_end)
-                       : sweep_column<float>(a, w.j, w.k0, w.i_begin, w.i_end);
-        }
-        partials[bx + plan.grid_x * (by + plan.grid_y * bz)] = block;
-      }
+      for (int bx = 0; bx < plan.grid_x; ++bx)
+        partials[bx + plan.grid_x * (by + plan.grid_y * bz)] = emulate_block(a, r, plan, bx, by, bz);
 }
 
 }  // namespace gv::himeno

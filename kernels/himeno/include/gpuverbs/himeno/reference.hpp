@@ -36,9 +36,13 @@ class Reference {
 extern template class Reference<float>;
 extern template class Reference<double>;
 
-/// Runs the threads of one GPU sweep (plan_sweep(a.layout, r, ...)) on the host, block after
-/// block, through the same sweep_column the kernel runs; writes one partial Gosa per block at
-/// the kernel's index, each the sum of its threads' shares in thread order.
+/// Runs the threads of block (bx, by, bz) of one GPU sweep on the host, through the same
+/// sweep_column the kernel runs; returns the block's partial Gosa, the sum of its threads'
+/// shares in thread order.
+double emulate_block(const SweepArgs& a, PlaneRange r, const LaunchPlan& plan, int bx, int by, int bz);
+
+/// Runs every block of one GPU sweep (plan_sweep(a.layout, r, ...)) on the host, block after
+/// block; writes one partial Gosa per block at the kernel's index.
 void emulate_sweep(const SweepArgs& a, PlaneRange r, const LaunchPlan& plan, double* partials);
 
 }  // namespace gv::himeno

@@ -106,17 +106,28 @@ struct Vec4 {
 // p is read through the read-only path (neighbouring threads and the next plane run reuse
 // it from L1/L2); each coefficient is read once per sweep, so it is marked streaming
 // (evict-first) to leave L2 to p.
+//
+// The read-only path (ld.global.nc) is only defined for memory no one writes while the kernel
+// runs. A kernel that reads p written during its lifetime — a halo plane a peer puts after the
+// kernel started, or planes other blocks of a persistent kernel wrote in its previous
+// iteration — loads p with kCoherent: a weak load cached in L1 (ld.global.ca), which sees every
+// store ordered before it by the acquire that ended the wait (or the grid barrier).
+template <bool kCoherent>
 GV_HD GV_INLINE Vec4 load_p4(const float* a) {
 #if GV_DEVICE_PASS
-  const float4 t = __ldg(reinterpret_cast<const float4*>(a));
+  float4 t;
+  if constexpr (kCoherent) t = __ldca(reinterpret_cast<const float4*>(a));
+  else t = __ldg(reinterpret_cast<const float4*>(a));
   return {{t.x, t.y, t.z, t.w}};
 #else
   return {{a[0], a[1], a[2], a[3]}};
 #endif
 }
+template <bool kCoherent>
 GV_HD GV_INLINE float load_p1(const float* a) {
 #if GV_DEVICE_PASS
-  return __ldg(a);
+  if constexpr (kCoherent) return __ldca(a);
+  else return __ldg(a);
 #else
   return *a;
 #endif
@@ -169,15 +180,16 @@ struct LaneView {
   }
 };
 
+template <bool kCoherent>
 GV_HD GV_INLINE PlaneRows load_plane(const float* p, const Layout& l, int i, int j, int k0) {
   PlaneRows out;
   GV_HIMENO_UNROLL
   for (int r = 0; r < 3; ++r) {
     const float* base = p + l.index(i, j - 1 + r, k0);
-    out.row[r].mid = load_p4(base);
+    out.row[r].mid = load_p4<kCoherent>(base);
     // Neighbours outside the row feed only boundary columns, whose result is discarded.
-    out.row[r].left = k0 > 0 ? load_p1(base - 1) : 0.0f;
-    out.row[r].right = k0 + 4 < l.pitch ? load_p1(base + 4) : 0.0f;
+    out.row[r].left = k0 > 0 ? load_p1<kCoherent>(base - 1) : 0.0f;
+    out.row[r].right = k0 + 4 < l.pitch ? load_p1<kCoherent>(base + 4) : 0.0f;
   }
   return out;
 }
@@ -204,16 +216,18 @@ GV_HD GV_INLINE void update_lane(const SweepArgs& a, int k0, const PlaneRows* wi
 /// The body of one sweep thread: updates p_out at row j, columns k0..k0+3, planes
 /// [i_begin, i_end) from p_in, computing in T (float or double), and returns the thread's
 /// share of Gosa (sum of ss^2 over its interior points, in double, in plane order).
-template <class T>
+/// kCoherent: p_in may have been written while this kernel runs (see load_p4); the values
+/// computed are the same either way.
+template <class T, bool kCoherent = false>
 GV_HD inline double sweep_column(const SweepArgs& a, int j, int k0, int i_begin, int i_end) {
   const Layout& l = a.layout;
   const std::int64_t field = l.elems();
   detail::PlaneRows window[3];
-  window[0] = detail::load_plane(a.p_in, l, i_begin - 1, j, k0);
-  window[1] = detail::load_plane(a.p_in, l, i_begin, j, k0);
+  window[0] = detail::load_plane<kCoherent>(a.p_in, l, i_begin - 1, j, k0);
+  window[1] = detail::load_plane<kCoherent>(a.p_in, l, i_begin, j, k0);
   double gosa = 0.0;
   for (int i = i_begin; i < i_end; ++i) {
-    window[2] = detail::load_plane(a.p_in, l, i + 1, j, k0);
+    window[2] = detail::load_plane<kCoherent>(a.p_in, l, i + 1, j, k0);
     const std::int64_t at = l.index(i, j, k0);
     detail::Vec4 cf[kCoefCount];
     GV_HIMENO_UNROLL
