@@ -168,6 +168,7 @@ stage_consumer() {
   mkdir -p "$tmp"
   cmake --install build --prefix "$tmp/prefix" >"$LOGDIR/install.log" 2>&1 ||
     { cat "$LOGDIR/install.log"; echo "cmake --install build failed"; return 1; }
+  [[ -f $tmp/prefix/share/doc/gpuverbs/LICENSE ]] || { echo "the install carries no LICENSE"; return 1; }
   # A copy outside the source tree: the consumer can only see the installed package.
   cp -r tests/consumer "$tmp/src"
   cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$tmp/prefix" \
