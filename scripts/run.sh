@@ -5,10 +5,18 @@
 #   bash scripts/run.sh                  # setup, configure build/ (Release), build, run -a
 #   bash scripts/run.sh --json           # extra arguments go to gv_pingpong (after -a, so
 #   bash scripts/run.sh -s 64 -n 100000  #   -s overrides the size list)
+#   bash scripts/run.sh -h               # this text, and the benchmark's options
 set -euo pipefail
 GV_SCRIPT=run
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$GV_ROOT"
+for a in "$@"; do
+  if [[ $a == -h || $a == --help ]]; then
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+    [[ -x build/bench/gv_pingpong ]] && { echo; build/bench/gv_pingpong --help; }
+    exit 0
+  fi
+done
 
 bash scripts/setup.sh
 mapfile -t cuda_args < <(gv_cuda_args)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every test gpuverbs has, in the order CI runs them. Stops at the first failure.
 #
-#   bash scripts/test.sh
+#   bash scripts/test.sh              # every stage
+#   bash scripts/test.sh ctest tsan   # the named stages, in the order given
+#   bash scripts/test.sh -h           # this text
 #
 # Stages:
 #   setup     scripts/setup.sh (installs missing packages as root)
@@ -13,15 +15,30 @@
 #             (find_package(gpuverbs)) from a copy outside the source tree, run it
 #
 # Environment: GV_JOBS (default nproc), GV_STAGES (default "setup build ctest asan tsan
-# consumer": run a subset, e.g. GV_STAGES="tsan"), GV_BUILD_TYPE (default Release),
+# consumer": the stages to run when none are named), GV_BUILD_TYPE (default Release),
 # GV_CTEST_TIMEOUT (seconds per test, default 300), GV_CTEST_ARGS (extra ctest arguments for
 # every ctest stage, e.g. GV_CTEST_ARGS="-E SoftStress").
+# Exit status: 0 when every stage passed, 1 when one failed, 2 for an unknown argument or stage.
 set -uo pipefail
 GV_SCRIPT=test
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$GV_ROOT"
 
-STAGES=${GV_STAGES:-setup build ctest asan tsan consumer}
+ALL_STAGES="setup build ctest asan tsan consumer"
+usage() { sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+named=()
+for a in "$@"; do
+  case $a in
+    -h | --help) usage; exit 0 ;;
+    -*) echo "scripts/test.sh: unknown argument '$a' (stages: $ALL_STAGES; -h for help)" >&2; exit 2 ;;
+    *) named+=("$a") ;;
+  esac
+done
+if ((${#named[@]})); then STAGES=${named[*]}; else STAGES=${GV_STAGES:-$ALL_STAGES}; fi
+for s in $STAGES; do
+  [[ " $ALL_STAGES " == *" $s "* ]] ||
+    { echo "scripts/test.sh: unknown stage '$s' (stages: $ALL_STAGES; -h for help)" >&2; exit 2; }
+done
 SUMMARY=()
 T0=$SECONDS
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpuverbs-test.XXXXXX")
@@ -179,7 +196,6 @@ stage_consumer() {
 }
 
 for s in $STAGES; do
-  declare -F "stage_$s" >/dev/null || { echo "unknown stage '$s'"; exit 2; }
   CUR_STAGE=$s
   run_stage "$s" "stage_$s"
 done

@@ -72,6 +72,7 @@
 #include <gpuverbs/host/verbs.hpp>
 #include <gpuverbs/ib.hpp>
 
+#include "../common/args.hpp"
 #include "../common/stats.hpp"
 
 namespace {
@@ -84,10 +85,18 @@ using gv::ib::WrOpcode;
 namespace m5 = gv::ib::mlx5;
 constexpr auto kSys = gv::sync::Scope::kSystem;
 
+/// What a failed CUDA call means, in the words host_setup uses: a machine without a GPU is
+/// named as such (the runtime blames the driver version there).
+std::string cuda_text(cudaError_t e) {
+  if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice)
+    return std::string("no NVIDIA GPU or driver found (") + cudaGetErrorName(e) + ")";
+  return cudaGetErrorString(e);
+}
+
 #define CK(expr)                                                                                 \
   do {                                                                                           \
     const cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) throw std::runtime_error(std::string(#expr) + ": " + cudaGetErrorString(e_)); \
+    if (e_ != cudaSuccess) throw std::runtime_error(std::string(#expr) + ": " + cuda_text(e_));  \
   } while (0)
 
 bool g_json = false;
@@ -1701,64 +1710,57 @@ constexpr char kUsage[] =
     "  -a           sizes 8 B .. 4 MiB (pingpong, bw; pingpong runs at most 100 iterations above 64 KiB)\n"
     "  -s BYTES     one size, 1 B .. 64 MiB (default: 8 B; bw 64 KiB)\n"
     "  -n ITERS     iterations a size (pingpong, atomics), messages a size (bw, at most 512 MiB)\n"
-    "               or a QP (msgrate), launches x 100 (postpoll), round trips (anchors); default 1000\n"
+    "               or a QP (msgrate), launches x 100 (postpoll), round trips (anchors); 1 .. 1000000,\n"
+    "               default 1000\n"
     "  --gpus 1|2   GPUs to run on (default: 2 when two GPUs reach each other's memory)\n"
     "  --engine-warps N  gpu-qgpu: the GPU engine's warps, 1..32 (default 4)\n"
     "  --json       one JSON object per row\n"
     "  --no-engine  postpoll: synthetic rings only, no resident GPU engine (ncu serialises kernels)\n"
-    "  --hold-ms MS drain: let the engine run MS ms alone, then check (for ncu); no timing\n";
+    "  --hold-ms MS drain: let the engine run MS ms alone, then check (for ncu), 1 .. 60000; no timing\n"
+    "  -h, --help   this text\n";
 
 Options parse(int argc, char** argv) {
-  if (argc < 2) throw std::invalid_argument("no subcommand");
+  using gv::bench::UsageError;
+  gv::bench::ArgWalker args(argc, argv);
+  if (!args.more()) throw UsageError("no subcommand");
   Options o;
-  o.cmd = argv[1];
+  o.cmd = args.next();
   const std::string cmds[] = {"pingpong", "bw", "msgrate", "atomics", "postpoll", "anchors", "drain"};
   if (std::find(std::begin(cmds), std::end(cmds), o.cmd) == std::end(cmds))
-    throw std::invalid_argument("unknown subcommand " + o.cmd);
-  for (int i = 2; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
+    throw UsageError("unknown subcommand " + o.cmd);
+  while (args.more()) {
+    const std::string a = args.next();
     if (a == "--json") {
       g_json = true;
     } else if (a == "-a") {
       o.sizes = gv::bench::pow2_sizes(3, 22);
     } else if (a == "-s") {
-      o.sizes = {std::stoull(value())};
+      o.sizes = {args.number(a, 1, std::uint64_t{64} << 20)};
     } else if (a == "-n") {
-      o.iters = std::stoull(value());
+      o.iters = args.number(a, 1, 1'000'000);
     } else if (a == "--gpus") {
-      o.gpus = std::stoi(value());
-      if (o.gpus != 1 && o.gpus != 2) throw std::invalid_argument("--gpus takes 1 or 2");
+      o.gpus = static_cast<int>(args.number(a, 1, 2));
     } else if (a == "--engine-warps") {
-      const int w = std::stoi(value());
-      if (w < 1 || w > 32) throw std::invalid_argument("--engine-warps takes 1 .. 32");
-      g_engine_warps = static_cast<std::uint32_t>(w);
+      g_engine_warps = static_cast<std::uint32_t>(args.number(a, 1, 32));
     } else if (a == "--no-engine" && o.cmd == "postpoll") {
       o.engine = false;
     } else if (a == "--hold-ms" && o.cmd == "drain") {
-      o.hold_ms = std::stoi(value());
-      if (o.hold_ms < 1 || o.hold_ms > 60'000) throw std::invalid_argument("--hold-ms takes 1 .. 60000");
+      o.hold_ms = static_cast<int>(args.number(a, 1, 60'000));
     } else if (a == "--mode") {
       o.modes.clear();
-      const std::string list = value();
+      const std::string list = args.value(a);
       for (std::size_t at = 0; at <= list.size();) {
         const std::size_t end = std::min(list.find(',', at), list.size());
         const std::string m = list.substr(at, end - at);
         const auto it = std::find_if(std::begin(kAllModes), std::end(kAllModes), [&](Mode x) { return m == name(x); });
-        if (it == std::end(kAllModes)) throw std::invalid_argument("unknown mode '" + m + "'");
+        if (it == std::end(kAllModes)) throw UsageError("unknown mode '" + m + "'");
         if (!o.has(*it)) o.modes.push_back(*it);
         at = end + 1;
       }
     } else {
-      throw std::invalid_argument("unknown argument " + a);
+      throw UsageError("unknown argument " + a);
     }
   }
-  for (const std::uint64_t s : o.sizes)
-    if (s < 1 || s > (std::uint64_t{64} << 20)) throw std::invalid_argument("sizes are 1 B .. 64 MiB");
-  if (o.iters < 1 || o.iters > 1'000'000) throw std::invalid_argument("-n takes 1 .. 1000000");
   return o;
 }
 
@@ -1781,48 +1783,38 @@ int choose_gpus(int asked, int present) {
   return gpus;
 }
 
+int run(const Options& o_in) {
+  Options o = o_in;
+  int n = 0;
+  CK(cudaGetDeviceCount(&n));
+  if (n == 0) throw gv::Error("no NVIDIA GPU or driver found (the CUDA runtime lists no device)");
+  // Host threads that wait for a kernel sleep instead of spinning, leaving the cores to the
+  // CPU engine, the proxies and the host posters (in-kernel timing does not depend on it).
+  for (int g = 0; g < n; ++g) {
+    CK(cudaSetDevice(g));
+    CK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
+  }
+  o.gpus = choose_gpus(o.gpus, n);
+  cudaDeviceProp p{};
+  CK(cudaGetDeviceProperties(&p, 0));
+  if (!g_json) {
+    std::printf("# device: %s x%d, %d used; GPU engine warps %u; modes:", p.name, n, o.gpus, g_engine_warps);
+    for (const Mode m : o.modes) std::printf(" %s", name(m));
+    std::printf("\n");
+  }
+  Harness h(o.gpus, o.iters + 100);  // the largest run: 100 warm-up rounds and -n measured ones
+  if (o.cmd == "pingpong") bench_pingpong(o, h);
+  else if (o.cmd == "bw") bench_bw(o, h);
+  else if (o.cmd == "msgrate") bench_msgrate(o, h);
+  else if (o.cmd == "atomics") bench_atomics(o, h);
+  else if (o.cmd == "postpoll") bench_postpoll(o, h);
+  else if (o.cmd == "drain") bench_drain(o, h);
+  else bench_anchors(static_cast<int>(o.iters));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o;
-  try {
-    o = parse(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gv_gpu_verbs: %s\n%s", e.what(), kUsage);
-    return 2;
-  }
-  try {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-      std::fprintf(stderr, "gv_gpu_verbs: no usable GPU (%s)\n", cudaGetErrorString(cudaGetLastError()));
-      return 1;
-    }
-    // Host threads that wait for a kernel sleep instead of spinning, leaving the cores to the
-    // CPU engine, the proxies and the host posters (in-kernel timing does not depend on it).
-    for (int g = 0; g < n; ++g) {
-      CK(cudaSetDevice(g));
-      CK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
-    }
-    o.gpus = choose_gpus(o.gpus, n);
-    cudaDeviceProp p{};
-    CK(cudaGetDeviceProperties(&p, 0));
-    if (!g_json) {
-      std::printf("# device: %s x%d, %d used; GPU engine warps %u; modes:", p.name, n, o.gpus, g_engine_warps);
-      for (const Mode m : o.modes) std::printf(" %s", name(m));
-      std::printf("\n");
-    }
-    Harness h(o.gpus, o.iters + 100);  // the largest run: 100 warm-up rounds and -n measured ones
-    if (o.cmd == "pingpong") bench_pingpong(o, h);
-    else if (o.cmd == "bw") bench_bw(o, h);
-    else if (o.cmd == "msgrate") bench_msgrate(o, h);
-    else if (o.cmd == "atomics") bench_atomics(o, h);
-    else if (o.cmd == "postpoll") bench_postpoll(o, h);
-    else if (o.cmd == "drain") bench_drain(o, h);
-    else bench_anchors(static_cast<int>(o.iters));
-    return 0;
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "gv_gpu_verbs: %s\n", e.what());
-    return 1;
-  }
+  return gv::bench::run_main("gv_gpu_verbs", kUsage, [&] { return run(parse(argc, argv)); });
 }

@@ -13,6 +13,7 @@
 #include <gpuverbs/host/verbs.hpp>
 #include <gpuverbs/ib.hpp>
 
+#include "../common/args.hpp"
 #include "../common/stats.hpp"
 
 namespace {
@@ -29,36 +30,32 @@ struct Options {
   bool json = false;
 };
 
-[[noreturn]] void usage(const char* argv0, const std::string& why) {
-  std::cerr << argv0 << ": " << why << "\n"
-            << "usage: " << argv0
-            << " [--provider NAME] [-s BYTES | -a] [-n ITERS] [--poll last-byte|completion] [--json]\n"
-            << "  -a          all sizes 8 B .. 4 MiB (iterations drop to 100 above 64 KiB)\n";
-  throw std::invalid_argument(why);
-}
+constexpr char kUsage[] =
+    "usage: gv_pingpong [--provider NAME] [-s BYTES | -a] [-n ITERS] [--poll last-byte|completion] [--json]\n"
+    "  -s BYTES    one message size, 1 .. 1073741824 (default 8)\n"
+    "  -a          all sizes 8 B .. 4 MiB (iterations drop to 100 above 64 KiB)\n"
+    "  -n ITERS    measured exchanges a size, 1 .. 10000000 (default 1000; 100 warm-up ones first)\n"
+    "  --poll      last-byte: the receiver polls the message's last byte (default);\n"
+    "              completion: WRITE_WITH_IMM, the receiver polls its receive CQ\n"
+    "  --json      one JSON object per row\n"
+    "  -h, --help  this text\n";
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(argv[0], a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--provider") o.provider = next();
-    else if (a == "-s" || a == "--size") o.sizes = {std::stoull(next())};
+  gv::bench::ArgWalker args(argc, argv);
+  while (args.more()) {
+    const std::string a = args.next();
+    if (a == "--provider") o.provider = args.value(a);
+    else if (a == "-s" || a == "--size") o.sizes = {args.number(a, 1, std::uint64_t{1} << 30)};
     else if (a == "-a" || a == "--all") o.sizes = gv::bench::pow2_sizes(3, 22);
-    else if (a == "-n" || a == "--iters") o.iters = std::stoull(next());
+    else if (a == "-n" || a == "--iters") o.iters = args.number(a, 1, 10'000'000);
     else if (a == "--poll") {
-      const std::string p = next();
-      if (p != "last-byte" && p != "completion") usage(argv[0], "--poll takes last-byte or completion");
+      const std::string p = args.value(a);
+      if (p != "last-byte" && p != "completion") throw gv::bench::UsageError("--poll takes last-byte or completion");
       o.completion = p == "completion";
     } else if (a == "--json") o.json = true;
-    else usage(argv[0], "unknown argument " + a);
+    else throw gv::bench::UsageError("unknown argument " + a);
   }
-  for (auto s : o.sizes)
-    if (s == 0 || s > (std::uint64_t{1} << 30)) usage(argv[0], "sizes are 1 B .. 1 GiB");
-  if (o.iters == 0) usage(argv[0], "-n must be positive");
   return o;
 }
 
@@ -148,10 +145,7 @@ Status run_side(Side& me, const Side& peer, std::uint64_t bytes, std::uint64_t n
   return Status::kOk;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
-  const Options o = parse(argc, argv);
+int run(const Options& o) {
   auto dev = gv::Device::open(o.provider);
   const std::uint64_t max_bytes = *std::max_element(o.sizes.begin(), o.sizes.end());
   gv::QpCaps caps;
@@ -219,9 +213,10 @@ int main(int argc, char** argv) try {
     }
   }
   return 0;
-} catch (const std::invalid_argument&) {
-  return 2;
-} catch (const std::exception& e) {
-  std::fprintf(stderr, "gv_pingpong: %s\n", e.what());
-  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return gv::bench::run_main("gv_pingpong", kUsage, [&] { return run(parse(argc, argv)); });
 }

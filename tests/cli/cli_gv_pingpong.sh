@@ -1,0 +1,22 @@
+# gv_pingpong's command line: every number parsed whole and range-checked, help exits 0.
+#   bash cli_gv_pingpong.sh <path to gv_pingpong>
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
+bin=$1
+usage='usage: .*gv_pingpong'
+expect 0 "$usage" "$bin" -h
+expect 0 "$usage" "$bin" --help
+expect 0 "$usage" "$bin" -s 8 --help
+expect 2 "-s 'abc' is not a whole number.*1 \.\. 1073741824" "$bin" -s abc
+expect 2 "-n 'abc' is not a whole number" "$bin" -n abc
+expect 2 "-s '1e3' is not a whole number" "$bin" -s 1e3
+expect 2 "-n '-1' is not a whole number" "$bin" -n -1
+expect 2 "-s '0' is out of range" "$bin" -s 0
+expect 2 "-s '1073741825' is out of range" "$bin" -s 1073741825
+expect 2 "-s '99999999999999999999999' is out of range" "$bin" -s 99999999999999999999999
+expect 2 "-n '0' is out of range" "$bin" -n 0
+expect 2 "-s '' is empty" "$bin" -s ''
+expect 2 "-s needs a value" "$bin" -s
+expect 2 "--poll takes last-byte or completion" "$bin" --poll sometimes
+expect 2 "unknown argument --bogus.*$usage" "$bin" --bogus
+expect 0 "t_typical" "$bin" -s 64 -n 20
+finish
