@@ -70,6 +70,13 @@ struct Side {
   gv::ib::CqHandle ch{};
 };
 
+/// The device's arena holds both sides' buffers (2 * max_bytes each, page-aligned) besides
+/// queues and tables, for which 16 MiB is ample; never less than the default.
+std::size_t arena_bytes(std::uint64_t max_bytes) {
+  const std::uint64_t buffers = 2 * (((2 * max_bytes + 4095) & ~std::uint64_t{4095}) + 4096);
+  return std::max<std::size_t>(gv::DeviceOptions{}.arena_bytes, (std::size_t{16} << 20) + buffers);
+}
+
 constexpr std::uint32_t kSignalEvery = 32;
 constexpr std::uint32_t kRecvDepth = 64;
 
@@ -146,8 +153,10 @@ Status run_side(Side& me, const Side& peer, std::uint64_t bytes, std::uint64_t n
 }
 
 int run(const Options& o) {
-  auto dev = gv::Device::open(o.provider);
   const std::uint64_t max_bytes = *std::max_element(o.sizes.begin(), o.sizes.end());
+  gv::DeviceOptions dopt;
+  dopt.arena_bytes = arena_bytes(max_bytes);
+  auto dev = gv::Device::open(o.provider, dopt);
   gv::QpCaps caps;
   caps.max_inline = 64;
   Side a, b;

@@ -19,4 +19,6 @@ expect 2 "-s needs a value" "$bin" -s
 expect 2 "--poll takes last-byte or completion" "$bin" --poll sometimes
 expect 2 "unknown argument --bogus.*$usage" "$bin" --bogus
 expect 0 "t_typical" "$bin" -s 64 -n 20
+# Beyond the default arena (64 MiB): the device is opened large enough for the sizes asked for.
+expect 0 "33554432 " "$bin" -s 33554432 -n 2
 finish
