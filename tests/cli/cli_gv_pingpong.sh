@@ -19,6 +19,14 @@ expect 2 "-s needs a value" "$bin" -s
 expect 2 "--poll takes last-byte or completion" "$bin" --poll sometimes
 expect 2 "unknown argument --bogus.*$usage" "$bin" --bogus
 expect 0 "t_typical" "$bin" -s 64 -n 20
+# Latency, bandwidth and message-rate rows by default; --run picks.
+expect 0 "t_typical.*BW average\[GB/s\].*MsgRate\[Mmsg/s\]" "$bin" -n 200
+expect 0 "^# bw.*BW average" "$bin" --run bw -n 200
+expect 2 "--run takes a comma list of latency, bw, msgrate; not 'lat'" "$bin" --run lat
+# Three spinning threads (two ping-pong sides and the engine): flagged on fewer cores.
+if (($(nproc) < 3)); then
+  expect 0 "warning: 3 spinning threads .* on $(nproc) cores" "$bin" --run latency -n 20
+fi
 # Beyond the default arena (64 MiB): the device is opened large enough for the sizes asked for.
 expect 0 "33554432 " "$bin" -s 33554432 -n 2
 finish
