@@ -8,10 +8,12 @@
 #   postpoll anchors pingpong bw msgrate atomics host-pingpong engine1 (the gpu-qgpu rows
 #   with both sides on GPU 0) msgrate-warps (gpu-qgpu msgrate with 16 engine warps) drain
 #   (the GPU engine's time per WQE with pre-posted WQEs, 4 and 16 engine warps)
-# each run once with --json into bench.json (command and exit status into bench.txt). GV_SKIP_TESTS=1
+# each run once, its table into bench.txt and its --json rows into bench.json. GV_SKIP_TESTS=1
 # skips the tests and sanitizers (a second call on a warm machine, for more benchmarks). Every step has its
 # own time limit, cut to what is left before GV_DEADLINE seconds into the script (default
 # 470), and a step with less than 10 s left is skipped: the script ends within about 8 minutes.
+# The JSON rows name the commit; in a copy of the tree without .git set GV_BUILD_COMMIT (e.g. to
+# the output of `git rev-parse --short=12 HEAD` where the copy came from).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 mkdir -p "$OUT"
@@ -65,13 +67,13 @@ fi
 
 B="$OUT/bench.txt"; J="$OUT/bench.json"
 V=build-dev/bench/gv_gpu_verbs
-# run LIMIT CMD...: text into bench.txt, then --json into bench.json (its stderr into bench.txt).
+# run LIMIT CMD...: the table into bench.txt, the JSON rows (after one naming the run) into bench.json.
 run() {
   local limit=$1; shift
   local t; t=$(budget "$limit")
-  if (( t < 10 )); then echo "\$ $* --json: skipped (out of time)" >> "$B"; return; fi
-  echo "\$ $* --json" >> "$B"
-  timeout "$t" "$@" --json >> "$J" 2>> "$B"  # notes on stderr stay out of the JSON
+  if (( t < 10 )); then echo "\$ $*: skipped (out of time)" >> "$B"; return; fi
+  echo "\$ $* --json $J" >> "$B"
+  timeout "$t" "$@" --json "$J" >> "$B" 2>&1
   echo "rc=$?" >> "$B"
 }
 log "benchmarks: ${GV_BENCH:-postpoll anchors pingpong host-pingpong}"

@@ -65,10 +65,8 @@ __global__ void flag_pingpong_2blocks(std::uint32_t* f0, std::uint32_t* f1, int 
 void report_anchor(const char* what, std::vector<double> half_us) {
   const std::uint64_t n = half_us.size();
   const auto s = summarize(std::move(half_us));
-  if (g_json)
-    std::printf("%s\n", latency_json("anchor", std::string("\"mode\":\"none\",\"variant\":\"") + what + "\",", 8, n, s).c_str());
-  else
-    std::printf(" %-44s t_typical %.3f us  t_min %.3f  t_avg %.3f  99%% %.3f\n", what, s.typical, s.min, s.avg, s.p99);
+  std::printf(" %-44s t_typical %.3f us  t_min %.3f  t_avg %.3f  99%% %.3f\n", what, s.typical, s.min, s.avg, s.p99);
+  g_json.row(latency_json("anchor", std::string("\"mode\":\"none\",\"variant\":\"") + what + "\",", 8, n, s));
 }
 
 }  // namespace
@@ -76,7 +74,7 @@ void report_anchor(const char* what, std::vector<double> half_us) {
 /// No GPU engine is open here: device-wide synchronisation is fine.
 void bench_anchors(const Options& o, Harness&) {
   const int iters = static_cast<int>(o.iters);
-  if (!g_json) std::printf("# anchors: half round trip of a flag ping-pong [us]\n");
+  std::printf("# anchors: half round trip of a flag ping-pong [us]\n");
   std::uint64_t* rtt;
   std::uint32_t* timeouts;
   CK(cudaMallocHost(&rtt, sizeof(std::uint64_t) * iters));
@@ -154,15 +152,14 @@ void bench_anchors(const Options& o, Harness&) {
       CK(cudaStreamDestroy(s1));
       CK(cudaFree(f1));
       CK(cudaSetDevice(0));
-    } else if (!g_json) {
+    } else {
       std::printf(" two GPUs present but without peer access: no peer anchor\n");
     }
-  } else if (!g_json) {
+  } else {
     std::printf(" one GPU: no two-GPU anchors\n");
   }
   CK(cudaFreeHost(rtt));
   CK(cudaFreeHost(timeouts));
 }
-
 
 }  // namespace gv::bench

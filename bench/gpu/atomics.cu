@@ -20,11 +20,9 @@ void bench_atomics(const Options& o, Harness& h) {
   constexpr std::uint64_t kWarmup = 100;
   for (const Mode m : o.modes) {
     Testbed tb(m, o.gpus, Shape{}, h);
-    if (!g_json) {
-      std::printf("# atomics, %s: one 8-byte atomic at a time on the peer's memory, post to completion; %s\n",
-                  name(m), where(tb).c_str());
-      print_latency_header(stdout, lead("mode", "variant"));
-    }
+    std::printf("# atomics, %s: one 8-byte atomic at a time on the peer's memory, post to completion; %s\n",
+                name(m), where(tb).c_str());
+    print_latency_header(stdout, lead("mode", "variant"));
     for (const bool cas : {false, true}) {
       const char* variant = cas ? "cmp_swp" : "fetch_add";
       const Atomic exp{cas, kWarmup + o.iters};

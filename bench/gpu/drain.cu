@@ -57,10 +57,9 @@ void bench_drain(const Options& o, Harness& h) {
   Shape shape;
   shape.pairs = kMaxRoles / 2;
   Testbed tb(Mode::kGpuQGpu, o.gpus, shape, h);
-  if (!g_json)
-    std::printf("# drain, gpu-qgpu: %llu inline WRITEs pre-posted per QP with the engine stopped, one CQE per %u; "
-                "ns per WQE from a QP's first CQE to its last; %s\n",
-                static_cast<unsigned long long>(n), kSignalEvery, where(tb).c_str());
+  std::printf("# drain, gpu-qgpu: %llu inline WRITEs pre-posted per QP with the engine stopped, one CQE per %u; "
+              "ns per WQE from a QP's first CQE to its last; %s\n",
+              static_cast<unsigned long long>(n), kSignalEvery, where(tb).c_str());
   for (const std::uint32_t bytes : {8u, 64u}) {
     for (const int qps : {1, 16}) {
       const Stream stream{bytes, n};
@@ -108,14 +107,13 @@ void bench_drain(const Options& o, Harness& h) {
       const double rate = static_cast<double>(qps) * static_cast<double>(n - kSignalEvery) /
                           static_cast<double>(last - first) * 1e3;
       if (o.hold_ms > 0) {
-        if (!g_json) std::printf(" %s: all CQEs arrived (held %d ms; no timing)\n", what.c_str(), o.hold_ms);
-      } else if (g_json) {
-        std::printf("{\"bench\":\"drain\",%s\"bytes\":%u,\"wqes_per_qp\":%llu,\"qps\":%d,\"ns_per_wqe_median\":%.1f,"
-                    "\"mmsg_per_s\":%.4f}\n",
-                    json_keys(Mode::kGpuQGpu, "inline", tb.gpus()).c_str(), bytes, static_cast<unsigned long long>(n), qps,
-                    ns, rate);
+        std::printf(" %s: all CQEs arrived (held %d ms; no timing)\n", what.c_str(), o.hold_ms);
       } else {
         std::printf(" %-3d QPs %-3u B: %.1f ns per WQE (median over QPs), %.4f Mmsg/s together\n", qps, bytes, ns, rate);
+        char b[256];
+        std::snprintf(b, sizeof(b), "\"bytes\":%u,\"wqes_per_qp\":%llu,\"qps\":%d,\"ns_per_wqe_median\":%.1f,\"mmsg_per_s\":%.4f}",
+                      bytes, static_cast<unsigned long long>(n), qps, ns, rate);
+        g_json.row("{\"bench\":\"drain\"," + json_keys(Mode::kGpuQGpu, "inline", tb.gpus()) + b);
       }
     }
   }

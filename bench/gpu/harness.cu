@@ -4,7 +4,7 @@
 
 namespace gv::bench {
 
-bool g_json = false;
+JsonLog g_json;
 std::uint32_t g_engine_warps = 4;
 
 std::string cuda_text(cudaError_t e) {
@@ -213,10 +213,8 @@ std::string json_keys(Mode m, const char* variant, int gpus) {
 
 void print_latency(const char* bench, const Testbed& tb, const char* variant, std::uint64_t bytes,
                    std::uint64_t iters, const LatencyStats& s) {
-  if (g_json)
-    std::printf("%s\n", latency_json(bench, json_keys(tb.mode(), variant, tb.gpus()), bytes, iters, s).c_str());
-  else
-    print_latency_row(stdout, bytes, iters, s, lead(name(tb.mode()), variant));
+  print_latency_row(stdout, bytes, iters, s, lead(name(tb.mode()), variant));
+  g_json.row(latency_json(bench, json_keys(tb.mode(), variant, tb.gpus()), bytes, iters, s));
 }
 
 }  // namespace gv::bench

@@ -26,6 +26,7 @@
 
 #include "../common/bed.hpp"
 #include "../common/experiments.hpp"
+#include "../common/report.hpp"
 #include "../common/stats.hpp"
 
 namespace gv::bench {
@@ -43,7 +44,7 @@ std::string cuda_text(cudaError_t e);
     if (e_ != cudaSuccess) throw std::runtime_error(std::string(#expr) + ": " + ::gv::bench::cuda_text(e_)); \
   } while (0)
 
-extern bool g_json;                   ///< --json: one JSON object per row instead of the table
+extern JsonLog g_json;                ///< --json FILE: the JSON rows (none without it)
 extern std::uint32_t g_engine_warps;  ///< gpu-qgpu: the GPU engine's warps (--engine-warps)
 
 constexpr int kMaxRoles = 32;  ///< QPs one run drives (msgrate's largest count)
@@ -64,6 +65,8 @@ struct Options {
   int gpus = 0;  ///< 0: two when two GPUs reach each other, else one
   bool engine = true;  ///< postpoll: include the gpu-qgpu QP (a resident GPU engine)
   int hold_ms = 0;     ///< drain: run the engine this long alone instead of timing it (ncu)
+
+  std::string json;    ///< --json FILE
 
   bool has(Mode m) const { return std::find(modes.begin(), modes.end(), m) != modes.end(); }
 };

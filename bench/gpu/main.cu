@@ -42,8 +42,9 @@
 //              under blocks that wait for the CQEs, and a QP's first-to-last CQE time gives it.
 //              --hold-ms MS runs the engine MS ms alone instead (for ncu; no timing).
 // Options: --mode LIST, -a (8 B .. 4 MiB) or -s BYTES, -n ITERS, --gpus 1|2 (default 2 when two
-// GPUs reach each other), --json (one object per row: bench, mode, variant, bytes, iters, the
-// columns), --no-engine (postpoll), --hold-ms (drain).
+// GPUs reach each other), --json FILE (the table is printed either way; FILE gets one object
+// naming the run, then one per row: bench, mode, variant, bytes, iters, the columns),
+// --no-engine (postpoll), --hold-ms (drain).
 //
 // Time is read by whoever runs the experiment through gv::sync::now_ns(): %globaltimer in
 // kernels, CLOCK_MONOTONIC on host threads. Payloads are seeded; after every run the received
@@ -63,7 +64,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: gv_gpu_verbs pingpong|bw|msgrate|atomics|postpoll|anchors|drain [--mode LIST] [-a | -s BYTES]\n"
-    "                    [-n ITERS] [--gpus 1|2] [--engine-warps N] [--json]\n"
+    "                    [-n ITERS] [--gpus 1|2] [--engine-warps N] [--json FILE]\n"
     "  --mode LIST  comma list of gpu-qgpu, gpu-qhost, host, host-assisted (default: all four)\n"
     "  -a           sizes 8 B .. 4 MiB (pingpong, bw; pingpong runs at most 100 iterations above 64 KiB)\n"
     "  -s BYTES     one size, 1 B .. 64 MiB (default: 8 B; bw 64 KiB)\n"
@@ -72,7 +73,8 @@ constexpr char kUsage[] =
     "               default 1000\n"
     "  --gpus 1|2   GPUs to run on (default: 2 when two GPUs reach each other's memory)\n"
     "  --engine-warps N  gpu-qgpu: the GPU engine's warps, 1..32 (default 4)\n"
-    "  --json       one JSON object per row\n"
+    "  --json FILE  append one JSON object per row to FILE, after one naming the run (commit, device,\n"
+    "               date, command); the table is printed either way\n"
     "  --no-engine  postpoll: synthetic rings only, no resident GPU engine (ncu serialises kernels)\n"
     "  --hold-ms MS drain: let the engine run MS ms alone, then check (for ncu), 1 .. 60000; no timing\n"
     "  -h, --help   this text\n";
@@ -88,7 +90,7 @@ Options parse(int argc, char** argv) {
   while (args.more()) {
     const std::string a = args.next();
     if (a == "--json") {
-      g_json = true;
+      o.json = args.value(a);
     } else if (a == "-a") {
       o.sizes = pow2_sizes(3, 22);
     } else if (a == "-s") {
@@ -140,7 +142,7 @@ int choose_gpus(int asked, int present) {
   return gpus;
 }
 
-int run(const Options& o_in) {
+int run(const Options& o_in, int argc, char** argv) {
   Options o = o_in;
   int n = 0;
   CK(cudaGetDeviceCount(&n));
@@ -154,11 +156,12 @@ int run(const Options& o_in) {
   o.gpus = choose_gpus(o.gpus, n);
   cudaDeviceProp p{};
   CK(cudaGetDeviceProperties(&p, 0));
-  if (!g_json) {
-    std::printf("# device: %s x%d, %d used; GPU engine warps %u; modes:", p.name, n, o.gpus, g_engine_warps);
-    for (const Mode m : o.modes) std::printf(" %s", name(m));
-    std::printf("\n");
-  }
+  std::printf("# device: %s x%d, %d used; GPU engine warps %u; modes:", p.name, n, o.gpus, g_engine_warps);
+  for (const Mode m : o.modes) std::printf(" %s", name(m));
+  std::printf("\n");
+  if (!o.json.empty())
+    g_json.open(o.json, std::string(p.name) + " x" + std::to_string(n) + " (" + std::to_string(o.gpus) + " used); host " + host_cpu(),
+                argc, argv);
   Harness h(o.gpus, o.iters + 100);  // the largest run: 100 warm-up rounds and -n measured ones
   if (o.cmd == "pingpong") bench_pingpong(o, h);
   else if (o.cmd == "bw") bench_bw(o, h);
@@ -175,5 +178,5 @@ int run(const Options& o_in) {
 
 int main(int argc, char** argv) {
   using namespace gv::bench;
-  return run_main("gv_gpu_verbs", kUsage, [&] { return run(parse(argc, argv)); });
+  return run_main("gv_gpu_verbs", kUsage, [&] { return run(parse(argc, argv), argc, argv); });
 }

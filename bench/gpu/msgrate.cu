@@ -15,30 +15,24 @@ void bench_msgrate(const Options& o, Harness& h) {
   shape.pairs = kMaxRoles;
   for (const Mode m : o.modes) {
     Testbed tb(m, o.gpus, shape, h);
-    if (!g_json) {
-      std::printf("# msgrate, %s: inline RDMA WRITEs, %s per QP, %llu in flight, one CQE per %u, %llu per QP; %s\n",
-                  name(m),
-                  m == Mode::kHost ? "one host thread" : m == Mode::kHostAssisted ? "one block and one proxy thread" : "one block",
-                  static_cast<unsigned long long>(kWindow), kSignalEvery, static_cast<unsigned long long>(o.iters),
-                  where(tb).c_str());
-      std::printf("%s %-6s %-8s %-12s %s\n", lead("mode", "variant").c_str(), "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]");
-    }
+    std::printf("# msgrate, %s: inline RDMA WRITEs, %s per QP, %llu in flight, one CQE per %u, %llu per QP; %s\n",
+                name(m),
+                m == Mode::kHost ? "one host thread" : m == Mode::kHostAssisted ? "one block and one proxy thread" : "one block",
+                static_cast<unsigned long long>(kWindow), kSignalEvery, static_cast<unsigned long long>(o.iters),
+                where(tb).c_str());
+    std::printf("%s %-6s %-8s %-12s %s\n", lead("mode", "variant").c_str(), "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]");
     for (const std::uint32_t bytes : {8u, 64u}) {
       for (const int qps : {1, 2, 4, 8, 16, 32}) {
         if (host_threads_post(m) && static_cast<unsigned>(qps) + 1 > cores) {
-          std::fprintf(g_json ? stderr : stdout,
-                       "# msgrate, %s: %d QPs skipped: %d posting threads and the CPU engine's exceed the %u cores\n",
-                       name(m), qps, qps, cores);
+          std::printf("# msgrate, %s: %d QPs skipped: %d posting threads and the CPU engine's exceed the %u cores\n",
+                      name(m), qps, qps, cores);
           continue;
         }
         const std::string what = std::string(name(m)) + " msgrate " + std::to_string(qps) + " QPs " + std::to_string(bytes) + " B";
         const double rate = measure_msgrate(tb, bytes, qps, o.iters, what);
         const double total = static_cast<double>(o.iters) * qps;
-        if (g_json)
-          std::printf("{\"bench\":\"msgrate\",%s\"bytes\":%u,\"iters\":%llu,\"qps\":%d,\"messages\":%.0f,\"mmsg_per_s\":%.4f}\n",
-                      json_keys(m, "inline", tb.gpus()).c_str(), bytes, static_cast<unsigned long long>(o.iters), qps, total, rate);
-        else
-          std::printf("%s %-6d %-8u %-12.0f %.4f\n", lead(name(m), "inline").c_str(), qps, bytes, total, rate);
+        std::printf("%s %-6d %-8u %-12.0f %.4f\n", lead(name(m), "inline").c_str(), qps, bytes, total, rate);
+        g_json.row(msgrate_json(json_keys(m, "inline", tb.gpus()), bytes, o.iters, qps, total, rate));
       }
     }
   }

@@ -18,13 +18,11 @@ void bench_pingpong(const Options& o, Harness& h) {
     Testbed tb(m, o.gpus, shape, h);
     for (const bool completion : {false, true}) {
       const char* variant = completion ? "completion" : "last_byte";
-      if (!g_json) {
-        std::printf("# pingpong, %s, %s: %s; half round trip; %s\n", name(m), variant,
-                    completion ? "RDMA WRITE_WITH_IMM, the receiver polls its receive CQ"
-                               : "RDMA WRITE, the receiver polls the last byte",
-                    where(tb).c_str());
-        print_latency_header(stdout, lead("mode", "variant"));
-      }
+      std::printf("# pingpong, %s, %s: %s; half round trip; %s\n", name(m), variant,
+                  completion ? "RDMA WRITE_WITH_IMM, the receiver polls its receive CQ"
+                             : "RDMA WRITE, the receiver polls the last byte",
+                  where(tb).c_str());
+      print_latency_header(stdout, lead("mode", "variant"));
       for (const std::uint64_t bytes : sizes) {
         const bool big = bytes > 65536;
         const std::uint64_t iters = big ? std::min<std::uint64_t>(o.iters, 100) : o.iters;

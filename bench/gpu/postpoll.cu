@@ -207,12 +207,13 @@ std::vector<double> per_call_ns(Harness& h, int reps, double per_launch, const s
 void report_cost(const char* mode, const char* executor, const char* op, std::uint64_t iters, std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const double med = v[v.size() / 2];
-  if (g_json)
-    std::printf("{\"bench\":\"postpoll\",\"mode\":\"%s\",\"variant\":\"%s\",\"executor\":\"%s\",\"bytes\":8,\"iters\":%llu,"
-                "\"ns_min\":%.2f,\"ns_median\":%.2f,\"ns_max\":%.2f}\n",
+  std::printf(" %-13s %-11s %-18s %-10.2f %-10.2f %.2f\n", mode, executor, op, v.front(), med, v.back());
+  char b[320];
+  std::snprintf(b, sizeof(b),
+                "{\"bench\":\"postpoll\",\"mode\":\"%s\",\"variant\":\"%s\",\"executor\":\"%s\",\"bytes\":8,\"iters\":%llu,"
+                "\"ns_min\":%.2f,\"ns_median\":%.2f,\"ns_max\":%.2f}",
                 mode, op, executor, static_cast<unsigned long long>(iters), v.front(), med, v.back());
-  else
-    std::printf(" %-13s %-11s %-18s %-10.2f %-10.2f %.2f\n", mode, executor, op, v.front(), med, v.back());
+  g_json.row(b);
 }
 
 /// Synthetic queue memory on the GPU or in pinned, mapped host memory; filled on `s` (the cost
@@ -350,11 +351,10 @@ void postpoll_engine(Harness& h, int reps) {
 
 void bench_postpoll(const Options& o, Harness& h) {
   const int reps = static_cast<int>(std::max<std::uint64_t>(o.iters / 100, 5));
-  if (!g_json)
-    std::printf("# post_send / poll_cq cost on the GPU [ns per WQE or CQE], min/median/max of %d launches\n"
-                "# executor none: synthetic rings the kernel retires itself; gpu-engine: a gpu-qgpu QP\n"
-                " %-13s %-11s %-18s %-10s %-10s %s\n",
-                reps, "mode", "executor", "operation", "min", "median", "max");
+  std::printf("# post_send / poll_cq cost on the GPU [ns per WQE or CQE], min/median/max of %d launches\n"
+              "# executor none: synthetic rings the kernel retires itself; gpu-engine: a gpu-qgpu QP\n"
+              " %-13s %-11s %-18s %-10s %-10s %s\n",
+              reps, "mode", "executor", "operation", "min", "median", "max");
   // The synthetic rings first: they allocate and free CUDA memory, which must not happen while
   // a GPU engine is resident.
   if (o.has(Mode::kGpuQGpu)) postpoll_synthetic(h, reps, true);

@@ -26,6 +26,7 @@
 #include "../common/args.hpp"
 #include "../common/bed.hpp"
 #include "../common/measure.hpp"
+#include "../common/report.hpp"
 #include "../common/stats.hpp"
 
 namespace gv::bench {
@@ -39,12 +40,12 @@ struct Options {
   std::uint64_t iters = 1000;
   bool completion = false;
   bool latency = true, bw = true, msgrate = true;
-  bool json = false;
+  std::string json;  ///< --json FILE: where JSON rows go (empty: none)
 };
 
 constexpr char kUsage[] =
     "usage: gv_pingpong [--provider NAME] [-s BYTES | -a] [-n ITERS] [--poll last-byte|completion]\n"
-    "                   [--run LIST] [--json]\n"
+    "                   [--run LIST] [--json FILE]\n"
     "  -s BYTES    one message size, 1 .. 1073741824 (default: 8 B for latency, 64 KiB for bw;\n"
     "              msgrate always sends 8 B and 64 B)\n"
     "  -a          all sizes 8 B .. 4 MiB (latency runs at most 100 iterations above 64 KiB)\n"
@@ -53,7 +54,8 @@ constexpr char kUsage[] =
     "  --poll      latency: last-byte, the receiver polls the message's last byte (default), or\n"
     "              completion: WRITE_WITH_IMM, the receiver polls its receive CQ\n"
     "  --run LIST  comma list of latency, bw, msgrate (default: all three)\n"
-    "  --json      one JSON object per row\n"
+    "  --json FILE append one JSON object per row to FILE, after one naming the run (commit,\n"
+    "              device, date, command); the table is printed either way\n"
     "  -h, --help  this text\n";
 
 Options parse(int argc, char** argv) {
@@ -81,7 +83,7 @@ Options parse(int argc, char** argv) {
         else throw UsageError("--run takes a comma list of latency, bw, msgrate; not '" + b + "'");
         at = end + 1;
       }
-    } else if (a == "--json") o.json = true;
+    } else if (a == "--json") o.json = args.value(a);
     else throw UsageError("unknown argument " + a);
   }
   return o;
@@ -122,100 +124,87 @@ class HostBed {
 unsigned cores() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 /// A warning when `threads` spinning threads (the CPU engine's included) outnumber the cores.
-void warn_if_oversubscribed(const Options& o, unsigned threads, const char* who) {
+void warn_if_oversubscribed(unsigned threads, const char* who) {
   if (threads <= cores()) return;
-  std::fprintf(o.json ? stderr : stdout,
-               "# warning: %u spinning threads (%s and the CPU engine's) on %u cores: the figures below "
+  std::printf("# warning: %u spinning threads (%s and the CPU engine's) on %u cores: the figures below "
                "include the scheduler's time slices, not only the verbs path\n",
-               threads, who, cores());
+              threads, who, cores());
 }
 
 std::string json_keys(const std::string& provider, const char* variant) {
   return "\"provider\":\"" + provider + "\",\"mode\":\"cpu-threads\",\"variant\":\"" + variant + "\",";
 }
 
-void run_latency(const Options& o) {
+void run_latency(const Options& o, JsonLog& json) {
   const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{8} : o.sizes;
   Shape shape;
   shape.region = region_for(*std::max_element(sizes.begin(), sizes.end()));
   HostBed tb(o.provider, shape, o.iters + 100);
   const char* variant = o.completion ? "completion" : "last_byte";
-  if (!o.json) {
-    std::printf("# latency: RDMA WRITE ping-pong, provider %s (CPU engine), a host thread a side, %s; "
-                "half the round trip\n",
-                o.provider.c_str(),
-                o.completion ? "WRITE_WITH_IMM, the receiver polls its receive CQ" : "the receiver polls the last byte");
-  }
-  warn_if_oversubscribed(o, 3, "2 ping-pong threads");
-  if (!o.json) print_latency_header(stdout);
+  std::printf("# latency: RDMA WRITE ping-pong, provider %s (CPU engine), a host thread a side, %s; "
+              "half the round trip\n",
+              o.provider.c_str(),
+              o.completion ? "WRITE_WITH_IMM, the receiver polls its receive CQ" : "the receiver polls the last byte");
+  warn_if_oversubscribed(3, "2 ping-pong threads");
+  print_latency_header(stdout);
   for (const std::uint64_t bytes : sizes) {
     const bool big = bytes > 65536;
     const std::uint64_t iters = big ? std::min<std::uint64_t>(o.iters, 100) : o.iters;
     const std::uint64_t warmup = big ? 10 : 100;
     const std::string what = "latency " + std::to_string(bytes) + " B";
     const LatencyStats s = measure_pingpong(tb, bytes, iters, warmup, o.completion, what);
-    if (o.json)
-      std::printf("%s\n", latency_json("pingpong", json_keys(o.provider, variant), bytes, iters, s).c_str());
-    else
-      print_latency_row(stdout, bytes, iters, s);
+    print_latency_row(stdout, bytes, iters, s);
+    json.row(latency_json("pingpong", json_keys(o.provider, variant), bytes, iters, s));
   }
 }
 
-void run_bw(const Options& o) {
+void run_bw(const Options& o, JsonLog& json) {
   const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{65536} : o.sizes;
   Shape shape;
   shape.region = region_for(*std::max_element(sizes.begin(), sizes.end()));
   HostBed tb(o.provider, shape, o.iters + 100);
-  if (!o.json)
-    std::printf("# bw: RDMA WRITEs from one QP, a host thread, %llu in flight, one CQE per %u, at most 512 MiB a "
-                "size; GB/s = 1e9 B/s\n",
-                static_cast<unsigned long long>(kWindow), kSignalEvery);
-  warn_if_oversubscribed(o, 2, "1 posting thread");
-  if (!o.json) print_bw_header(stdout);
+  std::printf("# bw: RDMA WRITEs from one QP, a host thread, %llu in flight, one CQE per %u, at most 512 MiB a "
+              "size; GB/s = 1e9 B/s\n",
+              static_cast<unsigned long long>(kWindow), kSignalEvery);
+  warn_if_oversubscribed(2, "1 posting thread");
+  print_bw_header(stdout);
   for (const std::uint64_t bytes : sizes) {
     const std::uint64_t n = bw_messages(o.iters, bytes);
     const BwStats s = measure_bw(tb, bytes, n, "bw " + std::to_string(bytes) + " B");
-    if (o.json)
-      std::printf("%s\n", bw_json("bw", json_keys(o.provider, "write"), bytes, n, s).c_str());
-    else
-      print_bw_row(stdout, bytes, n, s);
+    print_bw_row(stdout, bytes, n, s);
+    json.row(bw_json("bw", json_keys(o.provider, "write"), bytes, n, s));
   }
 }
 
-void run_msgrate(const Options& o) {
+void run_msgrate(const Options& o, JsonLog& json) {
   Shape shape;
   shape.pairs = std::clamp(static_cast<int>(cores()) - 1, 1, kMaxQps);
   HostBed tb(o.provider, shape, o.iters + 100);
-  if (!o.json) {
-    std::printf("# msgrate: inline RDMA WRITEs, a host thread per QP, %llu in flight, one CQE per %u, %llu per QP\n",
-                static_cast<unsigned long long>(kWindow), kSignalEvery, static_cast<unsigned long long>(o.iters));
-    std::printf(" %-6s %-8s %-12s %s\n", "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]");
-  }
+  std::printf("# msgrate: inline RDMA WRITEs, a host thread per QP, %llu in flight, one CQE per %u, %llu per QP\n",
+              static_cast<unsigned long long>(kWindow), kSignalEvery, static_cast<unsigned long long>(o.iters));
+  std::printf(" %-6s %-8s %-12s %s\n", "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]");
   for (const std::uint32_t bytes : {8u, 64u}) {
     for (int qps = 1; qps <= kMaxQps; qps *= 2) {
       if (qps > shape.pairs) {
-        std::fprintf(o.json ? stderr : stdout,
-                     "# msgrate: %d QPs and more skipped: %d posting threads and the CPU engine's exceed the %u cores\n",
-                     qps, qps, cores());
+        std::printf("# msgrate: %d QPs and more skipped: %d posting threads and the CPU engine's exceed the %u cores\n",
+                    qps, qps, cores());
         break;
       }
       const std::string what = "msgrate " + std::to_string(qps) + " QPs " + std::to_string(bytes) + " B";
       const double rate = measure_msgrate(tb, bytes, qps, o.iters, what);
       const double total = static_cast<double>(o.iters) * qps;
-      if (o.json)
-        std::printf("{\"bench\":\"msgrate\",%s\"bytes\":%u,\"iters\":%llu,\"qps\":%d,\"messages\":%.0f,\"mmsg_per_s\":%.4f}\n",
-                    json_keys(o.provider, "inline").c_str(), bytes, static_cast<unsigned long long>(o.iters), qps,
-                    total, rate);
-      else
-        std::printf(" %-6d %-8u %-12.0f %.4f\n", qps, bytes, total, rate);
+      std::printf(" %-6d %-8u %-12.0f %.4f\n", qps, bytes, total, rate);
+      json.row(msgrate_json(json_keys(o.provider, "inline"), bytes, o.iters, qps, total, rate));
     }
   }
 }
 
-int run(const Options& o) {
-  if (o.latency) run_latency(o);
-  if (o.bw) run_bw(o);
-  if (o.msgrate) run_msgrate(o);
+int run(const Options& o, int argc, char** argv) {
+  JsonLog json;
+  if (!o.json.empty()) json.open(o.json, "soft provider, CPU engine, on " + host_cpu(), argc, argv);
+  if (o.latency) run_latency(o, json);
+  if (o.bw) run_bw(o, json);
+  if (o.msgrate) run_msgrate(o, json);
   return 0;
 }
 
@@ -224,5 +213,5 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   using namespace gv::bench;
-  return run_main("gv_pingpong", kUsage, [&] { return run(parse(argc, argv)); });
+  return run_main("gv_pingpong", kUsage, [&] { return run(parse(argc, argv), argc, argv); });
 }

@@ -29,4 +29,17 @@ if (($(nproc) < 3)); then
 fi
 # Beyond the default arena (64 MiB): the device is opened large enough for the sizes asked for.
 expect 0 "33554432 " "$bin" -s 33554432 -n 2
+# --json FILE adds rows to FILE (appended, after an object naming the run) and keeps the table.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+expect 0 "t_typical.*BW average" "$bin" -s 8 -n 20 --run latency,bw --json "$tmp/rows.json"
+expect 0 "t_typical" "$bin" -s 16 -n 20 --run latency --json "$tmp/rows.json"
+meta='^\{"bench":"meta","commit":"[^"]+","device":"soft provider, CPU engine, on [^"]+","host":"[^"]*","date":"20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z","command":"[^"]*gv_pingpong -s 8 -n 20 --run latency,bw --json [^"]*rows\.json"\}$'
+expect 0 "$meta" sed -n 1p "$tmp/rows.json"
+expect 0 '^\{"bench":"pingpong","provider":"soft","mode":"cpu-threads","variant":"last_byte","bytes":8,.*\}$' sed -n 2p "$tmp/rows.json"
+expect 0 '^\{"bench":"bw",.*"bytes":8,.*\}$' sed -n 3p "$tmp/rows.json"
+expect 0 '^\{"bench":"meta",.*gv_pingpong -s 16 .*\}$' sed -n 4p "$tmp/rows.json"
+expect 0 '^\{"bench":"pingpong",.*"bytes":16,.*\}$' sed -n 5p "$tmp/rows.json"
+expect 0 '^5 ' wc -l "$tmp/rows.json"
+expect 2 "--json needs a value" "$bin" --json
 finish

@@ -7,7 +7,7 @@ expect() {
   shift 2
   out=$(timeout 120 "$@" </dev/null 2>&1)
   rc=$?
-  if [[ $rc -ne $want ]] || ! grep -zqE -- "$regex" <<<"$out"; then
+  if [[ $rc -ne $want ]] || ! printf "%s" "$out" | grep -zqE -- "$regex"; then
     printf 'FAIL: %s\n  wanted exit %s and output matching /%s/; got exit %s and:\n%s\n' \
       "$*" "$want" "$regex" "$rc" "$(sed 's/^/    /' <<<"$out" | head -20)"
     failures=$((failures + 1))
