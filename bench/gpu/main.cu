@@ -41,6 +41,8 @@
 //              engine stopped, 1 or 16 QPs get up to 128 inline WRITEs each; the engine resumes
 //              under blocks that wait for the CQEs, and a QP's first-to-last CQE time gives it.
 //              --hold-ms MS runs the engine MS ms alone instead (for ncu; no timing).
+//   devices    the GPUs present and whether two reach each other; exit status 1 without one
+//              (scripts/run.sh asks it which ping-pong to run).
 // Options: --mode LIST, -a (8 B .. 4 MiB) or -s BYTES, -n ITERS, --gpus 1|2 (default 2 when two
 // GPUs reach each other), --json FILE (the table is printed either way; FILE gets one object
 // naming the run, then one per row: bench, mode, variant, bytes, iters, the columns),
@@ -65,6 +67,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: gv_gpu_verbs pingpong|bw|msgrate|atomics|postpoll|anchors|drain [--mode LIST] [-a | -s BYTES]\n"
     "                    [-n ITERS] [--gpus 1|2] [--engine-warps N] [--json FILE]\n"
+    "       gv_gpu_verbs devices   (the GPUs present; exit status 1 when there are none)\n"
     "  --mode LIST  comma list of gpu-qgpu, gpu-qhost, host, host-assisted (default: all four)\n"
     "  -a           sizes 8 B .. 4 MiB (pingpong, bw; pingpong runs at most 100 iterations above 64 KiB)\n"
     "  -s BYTES     one size, 1 B .. 64 MiB (default: 8 B; bw 64 KiB)\n"
@@ -84,7 +87,7 @@ Options parse(int argc, char** argv) {
   if (!args.more()) throw UsageError("no subcommand");
   Options o;
   o.cmd = args.next();
-  const std::string cmds[] = {"pingpong", "bw", "msgrate", "atomics", "postpoll", "anchors", "drain"};
+  const std::string cmds[] = {"pingpong", "bw", "msgrate", "atomics", "postpoll", "anchors", "drain", "devices"};
   if (std::find(std::begin(cmds), std::end(cmds), o.cmd) == std::end(cmds))
     throw UsageError("unknown subcommand " + o.cmd);
   while (args.more()) {
@@ -142,11 +145,30 @@ int choose_gpus(int asked, int present) {
   return gpus;
 }
 
+/// devices: the GPUs this process sees, and whether the first two reach each other's memory.
+int list_devices(int n) {
+  std::printf("%d GPU%s:", n, n == 1 ? "" : "s");
+  for (int g = 0; g < n; ++g) {
+    cudaDeviceProp p{};
+    CK(cudaGetDeviceProperties(&p, g));
+    std::printf("%s %d %s", g == 0 ? "" : ",", g, p.name);
+  }
+  if (n >= 2) {
+    int a = 0, b = 0;
+    CK(cudaDeviceCanAccessPeer(&a, 0, 1));
+    CK(cudaDeviceCanAccessPeer(&b, 1, 0));
+    std::printf("; peer access 0<->1: %s", a && b ? "yes" : "no");
+  }
+  std::printf("\n");
+  return 0;
+}
+
 int run(const Options& o_in, int argc, char** argv) {
   Options o = o_in;
   int n = 0;
-  CK(cudaGetDeviceCount(&n));
+  if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) throw gv::Error(cuda_text(e));
   if (n == 0) throw gv::Error("no NVIDIA GPU or driver found (the CUDA runtime lists no device)");
+  if (o.cmd == "devices") return list_devices(n);
   // Host threads that wait for a kernel sleep instead of spinning, leaving the cores to the
   // CPU engine, the proxies and the host posters (in-kernel timing does not depend on it).
   for (int g = 0; g < n; ++g) {

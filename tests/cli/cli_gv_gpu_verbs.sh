@@ -22,5 +22,6 @@ expect 2 "unknown mode 'gpu'" "$bin" pingpong --mode gpu
 expect 2 "--json needs a value" "$bin" pingpong --json
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   expect 1 "no NVIDIA GPU or driver found" "$bin" anchors -n 10
+  expect 1 "no NVIDIA GPU or driver found" "$bin" devices
 fi
 finish
