@@ -193,6 +193,28 @@ stage_consumer() {
   cmake --build "$tmp/build" -j "$GV_JOBS"
   "$tmp/build/consumer_host"
   if [[ -x $tmp/build/consumer_kernel ]]; then note "host ran ok, kernel compiled"; else note "host ran ok, no nvcc: kernel skipped"; fi
+  [[ -x $tmp/build/consumer_kernel ]] || return 0
+  # CUDA enabled after find_package(gpuverbs): builds, or stops at configure time with the fix.
+  mkdir -p "$tmp/late"
+  cp tests/consumer/consumer_kernel.cu "$tmp/late/"
+  cat >"$tmp/late/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(gpuverbs_late_cuda LANGUAGES CXX)
+find_package(gpuverbs REQUIRED)
+set(CMAKE_CUDA_ARCHITECTURES 90)
+enable_language(CUDA)
+add_executable(consumer_kernel consumer_kernel.cu)
+target_link_libraries(consumer_kernel PRIVATE gpuverbs::host_setup gpuverbs::device_api)
+set_target_properties(consumer_kernel PROPERTIES CUDA_STANDARD 20 CUDA_RUNTIME_LIBRARY Static)
+CMAKE
+  if cmake -S "$tmp/late" -B "$tmp/late-build" -DCMAKE_PREFIX_PATH="$tmp/prefix" "${CUDA_ARGS[@]}" >"$LOGDIR/late.log" 2>&1; then
+    cmake --build "$tmp/late-build" -j "$GV_JOBS" || { echo "CUDA enabled after find_package: configured but did not build"; return 1; }
+    note "CUDA after find_package: builds"
+  elif grep -q "CUDA was enabled after find_package(gpuverbs)" "$LOGDIR/late.log"; then
+    note "CUDA after find_package: refused at configure time with the fix"
+  else
+    cat "$LOGDIR/late.log"; echo "CUDA enabled after find_package failed without gpuverbs' message"; return 1
+  fi
 }
 
 for s in $STAGES; do
