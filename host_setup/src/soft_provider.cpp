@@ -366,7 +366,7 @@ class CpuEnv {
     (void)cudaGetLastError();  // clear a non-sticky error for the next WQE
     fault_ = m5::kSyndLocalProtErr;
     if (report_)
-      report_(qpn_, "QP " + hex(qpn_) + ": the CPU engine's " + what + " failed (" + cudaGetErrorString(e) +
+      report_(qpn_, "QP " + hex(qpn_) + ": the CPU engine's " + what + " failed (" + cuda_error_text(e) +
                         "); the WQE completed with a local protection error and the QP is in error. "
                         "Is the registered GPU memory still allocated?");
   }
@@ -903,19 +903,12 @@ class SoftProvider final : public Provider {
   /// pointers are valid in kernels too.
   void map_to_gpus() {
 #if GPUVERBS_HAVE_CUDA
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-      (void)cudaGetLastError();
-      throw Error(std::string("Device::open(soft): map_to_gpus needs a GPU; the CUDA runtime says: ") +
-                  (e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device"));
-    }
-    e = cudaHostRegister(arena_.base, size_, cudaHostRegisterMapped | cudaHostRegisterPortable);
-    if (e != cudaSuccess)
-      throw Error(std::string("Device::open(soft): cudaHostRegister of the arena failed: ") + cudaGetErrorString(e));
+    require_gpus("Device::open(soft): map_to_gpus");
+    cuda_check(cudaHostRegister(arena_.base, size_, cudaHostRegisterMapped | cudaHostRegisterPortable),
+               "Device::open(soft): cudaHostRegister of the arena");
     gpu_mapped_ = true;
     void* dptr = nullptr;
-    e = cudaHostGetDevicePointer(&dptr, arena_.base, 0);
+    const cudaError_t e = cudaHostGetDevicePointer(&dptr, arena_.base, 0);
     if (e != cudaSuccess || dptr != arena_.base)
       throw Error("Device::open(soft): this GPU cannot use host pointers of registered memory "
                   "(no unified addressing); kernels could not use the handles");
@@ -929,13 +922,7 @@ class SoftProvider final : public Provider {
       throw Error("Device::open(soft): engine_warps " + std::to_string(opt.engine_warps) +
                   " is invalid: must be 1.." + std::to_string(soft::kMaxEngineWarps));
 #if GPUVERBS_HAVE_CUDA
-    int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-      (void)cudaGetLastError();
-      throw Error(std::string("Device::open(soft): the GPU engine needs a GPU; the CUDA runtime says: ") +
-                  (e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device"));
-    }
+    const int n = require_gpus("Device::open(soft): the GPU engine");
     if (opt.gpu < 0 || opt.gpu >= n)
       throw Error("Device::open(soft): gpu " + std::to_string(opt.gpu) + " does not exist: this machine has " +
                   std::to_string(n) + " GPU(s), 0.." + std::to_string(n - 1));
@@ -1093,7 +1080,7 @@ class SoftProvider final : public Provider {
       if (e != cudaErrorNotReady) {
         (void)cudaGetLastError();
         why = std::string("the GPU engine on GPU ") + std::to_string(gpu_) + " ended unexpectedly (" +
-              (e == cudaSuccess ? "no error" : cudaGetErrorString(e)) +
+              (e == cudaSuccess ? "no error" : cuda_error_text(e)) +
               "); the device's queues are dead: close it";
       } else {
         std::uint64_t now = last;
