@@ -1,5 +1,5 @@
-// The host library's one CUDA error check, and a scoped current device. Included by sources
-// built with GPUVERBS_HAVE_CUDA only.
+// The host library's one CUDA error check, and a scoped current device. Included by the sources
+// of CUDA builds only (src/soft/cuda_reach.cpp, src/soft/gpu_arena.cpp).
 #pragma once
 #include <cuda_runtime.h>
 
