@@ -290,10 +290,7 @@ void postpoll_synthetic(Harness& h, int reps, bool gpu) {
   for (std::uint32_t i = 0; i < kBbs; ++i) {
     const auto c = gv::ib::make_ctrl_seg(static_cast<std::uint16_t>(i), m5::kOpNop, 0, qp.qpn, m5::kCtrlCqUpdate, 1, 0, {});
     std::memcpy(sq.data() + i * 64, &c, 16);
-    cqes[i] = {};
-    cqes[i].sop_drop_qpn = gv::be32::from((std::uint32_t{m5::kOpNop} << 24) | qp.qpn);
-    cqes[i].wqe_counter = gv::be16::from(static_cast<std::uint16_t>(i));
-    cqes[i].op_own = static_cast<std::uint8_t>(m5::kCqeReq << 4);  // owner 0: first lap
+    cqes[i] = gv::ib::make_req_cqe(qp.qpn, m5::kOpNop, static_cast<std::uint16_t>(i), 0);  // owner 0: first lap
   }
   gv::ib::QpState qs{};
   gv::ib::wq_start_at(&qs.sq, 0);

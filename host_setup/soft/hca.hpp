@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include <gpuverbs/ib/cqe.hpp>
 #include <gpuverbs/ib/encode.hpp>
 #include <gpuverbs/ib/mlx5_format.hpp>
 #include <gpuverbs/ib/ring.hpp>
@@ -185,41 +186,14 @@ GV_HD GV_NOINLINE inline bool push_cqe(Arena a, std::uint32_t cq_slot, m5::Cqe c
   const std::uint64_t p = sync::fetch_add_relaxed(&cq->produced, std::uint64_t{1});
   const auto* dbrec = a.at<m5::CqDbrec>(cq->dbrec_off);
   const std::uint32_t ci24 = byteswap(sync::load_acquire(&dbrec->set_ci.raw)) & m5::kCqCiMask;
-  const std::uint64_t ci = ib::widen_below(p, ci24, 24);
+  const std::uint64_t ci = ib::widen_below(p, ci24, m5::kCqCiBits);
   if (p - ci >= (std::uint64_t{1} << cq->log_cqes)) {
     declare_cq_overrun(a, cq_slot, p);
     return false;
   }
   m5::Cqe* slot = a.at<m5::Cqe>(cq->ring_off) + (p & ((std::uint64_t{1} << cq->log_cqes) - 1));
-  cqe.op_own = static_cast<std::uint8_t>((cqe.op_own & 0xfe) | ib::owner_bit(p, cq->log_cqes));
-  std::memcpy(slot, &cqe, 60);
-  std::uint32_t tail;
-  std::memcpy(&tail, reinterpret_cast<const std::byte*>(&cqe) + 60, 4);
-  // The owner bit goes last: a poller that sees it sees the whole CQE.
-  sync::store_release(reinterpret_cast<std::uint32_t*>(&slot->wqe_counter), tail, scope);
+  ib::store_cqe(slot, cqe, ib::owner_bit(p, cq->log_cqes), scope);
   return true;
-}
-
-GV_HD GV_INLINE m5::Cqe make_req_cqe(std::uint32_t qpn, std::uint8_t opcode, std::uint16_t idx,
-                                     std::uint32_t byte_len) {
-  m5::Cqe c{};
-  c.byte_cnt = be32::from(byte_len);
-  c.sop_drop_qpn = be32::from((std::uint32_t{opcode} << 24) | qpn);
-  c.wqe_counter = be16::from(idx);
-  c.op_own = static_cast<std::uint8_t>(m5::kCqeReq << 4);
-  return c;
-}
-
-GV_HD GV_INLINE m5::Cqe make_err_cqe(bool requester, std::uint32_t qpn, std::uint8_t opcode,
-                                     std::uint16_t idx, std::uint8_t syndrome) {
-  m5::ErrCqe e{};
-  e.syndrome = syndrome;
-  e.s_wqe_opcode_qpn = be32::from((std::uint32_t{opcode} << 24) | qpn);
-  e.wqe_counter = be16::from(idx);
-  e.op_own = static_cast<std::uint8_t>((requester ? m5::kCqeReqErr : m5::kCqeRespErr) << 4);
-  m5::Cqe c;
-  std::memcpy(&c, &e, sizeof(c));
-  return c;
 }
 
 // ---- The engine's view of its own QP -------------------------------------------------------
@@ -360,16 +334,13 @@ GV_HD GV_INLINE std::uint8_t parse_wqe(const QpVisit& q, const std::byte* sq, st
   // The whole first WQEBB in one round of loads: control, remote address, atomic and the
   // first data or inline segment of every opcode lie in it.
   for (std::uint32_t k = 0; k < 4; ++k) w.head[k] = sq_oct(sq, q.sq_bbs, start, k);
-  const ib::Octoword& c = w.head[0];
-  const std::uint32_t opmod_idx_opcode = byteswap(c.w[0]);
-  const std::uint32_t qpn_ds = byteswap(c.w[1]);
-  w.opcode = static_cast<std::uint8_t>(opmod_idx_opcode);
-  w.ds = qpn_ds & 0x3f;
-  w.fm_ce_se = static_cast<std::uint8_t>(c.w[2] >> 24);
-  w.imm = be32{c.w[3]};
+  const ib::CtrlFields c = ib::decode_ctrl(w.head[0]);
+  w.opcode = c.opcode;
+  w.ds = c.ds;
+  w.fm_ce_se = c.fm_ce_se;
+  w.imm = c.imm;
   w.nbb = ib::wqe_bbs(w.ds == 0 ? 1 : w.ds);
-  if (((opmod_idx_opcode >> 8) & 0xffff) != (start & 0xffff) || (qpn_ds >> 8) != q.qpn ||
-      w.ds == 0 || w.nbb > avail)
+  if (c.wqe_index != (start & m5::kWqeIndexMask) || c.qpn != q.qpn || w.ds == 0 || w.nbb > avail)
     return m5::kSyndLocalQpOpErr;
   std::uint32_t head;
   switch (w.opcode) {
@@ -494,7 +465,7 @@ class Hca {
     // WQE's control segment) is checked against our qpn. A poster publishes both behind one
     // release with no order between them (QpHandle::record_polled), so either may be seen
     // first: a record not yet seen is taken at a later visit.
-    const std::uint64_t rec = ib::widen(q.sq_head, byteswap(snd) & 0xffff, 16);
+    const std::uint64_t rec = ib::widen(q.sq_head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
     const bool rung = db != q.last_doorbell;
     if (!rung && rec <= q.sq_rung && q.sq_head >= q.sq_rung) return false;
     sync::acquire_fence();
@@ -541,7 +512,7 @@ class Hca {
     if (const std::uint8_t fault = env.take_fault(); syndrome == 0) syndrome = fault;
     if (syndrome != 0) {
       env.settle();
-      push_cqe(a, q.send_cq, make_err_cqe(true, q.qpn, w.opcode, idx, syndrome), env.scope(a));
+      push_cqe(a, q.send_cq, ib::make_err_cqe(true, q.qpn, w.opcode, idx, syndrome), env.scope(a));
       return Exec::kFailed;
     }
     if (w.fm_ce_se & m5::kCtrlCqUpdate) {
@@ -549,7 +520,7 @@ class Hca {
                                w.opcode == m5::kOpAtomicFa;
       env.settle();
       push_cqe(a, q.send_cq,
-               make_req_cqe(q.qpn, w.opcode, idx, reports_len ? static_cast<std::uint32_t>(w.length) : 0),
+               ib::make_req_cqe(q.qpn, w.opcode, idx, reports_len ? static_cast<std::uint32_t>(w.length) : 0),
                env.scope(a));
     }
     return Exec::kDone;
@@ -565,7 +536,7 @@ class Hca {
       const std::uint64_t h = sync::load_polled(rq_head);
       const std::uint32_t rcv = sync::load_polled(&dbrec->rcv.raw);
       sync::acquire_fence();
-      const std::uint64_t avail = ib::widen(h, byteswap(rcv) & 0xffff, 16);
+      const std::uint64_t avail = ib::widen(h, m5::dbrec_counter(byteswap(rcv)), m5::kWqeIndexBits);
       if (h >= avail) return false;
       std::uint64_t expected = h;
       if (sync::compare_exchange(rq_head, expected, h + 1)) {
@@ -730,15 +701,11 @@ class Hca {
           return rnr(env, q, pv, w);
         if (w.length != 0) copy_payload(env, q, sq, w, 0, w.length, dst, true);
         if (w.opcode == m5::kOpRdmaWriteImm) {
-          m5::Cqe c{};
-          c.byte_cnt = be32::from(static_cast<std::uint32_t>(w.length));
-          c.imm_inval_pkey = w.imm;
-          c.sop_drop_qpn = be32::from(pv.qpn);
-          c.wqe_counter = be16::from(static_cast<std::uint16_t>(ridx));
-          c.op_own = static_cast<std::uint8_t>((m5::kCqeRespWrImm << 4) |
-                                               ((w.fm_ce_se & m5::kCtrlSolicited) ? 2 : 0));
           env.settle();
-          push_cqe(pa, pv.recv_cq, c, env.scope(pa));
+          push_cqe(pa, pv.recv_cq,
+                   ib::make_resp_cqe(m5::kCqeRespWrImm, pv.qpn, static_cast<std::uint16_t>(ridx),
+                                     static_cast<std::uint32_t>(w.length), w.imm, w.fm_ce_se & m5::kCtrlSolicited),
+                   env.scope(pa));
         }
         return finish(env, q, w, 0);
       }
@@ -752,20 +719,17 @@ class Hca {
           // The responder consumed the receive WQE and fails it; its QP enters error, and
           // the requester learns of it through the NAK's syndrome.
           push_cqe(pa, pv.recv_cq,
-                   make_err_cqe(false, pv.qpn, 0, static_cast<std::uint16_t>(ridx), rs), env.scope(pa));
+                   ib::make_err_cqe(false, pv.qpn, 0, static_cast<std::uint16_t>(ridx), rs), env.scope(pa));
           set_qp_error(pq);
           return finish(env, q, w,
                         rs == m5::kSyndLocalLengthErr ? m5::kSyndRemoteInvalReqErr : m5::kSyndRemoteOpErr);
         }
-        m5::Cqe c{};
-        c.byte_cnt = be32::from(static_cast<std::uint32_t>(w.length));
-        c.imm_inval_pkey = w.opcode == m5::kOpSendImm ? w.imm : be32{0};
-        c.sop_drop_qpn = be32::from(pv.qpn);
-        c.wqe_counter = be16::from(static_cast<std::uint16_t>(ridx));
-        c.op_own = static_cast<std::uint8_t>(
-            ((w.opcode == m5::kOpSendImm ? m5::kCqeRespSendImm : m5::kCqeRespSend) << 4) |
-            ((w.fm_ce_se & m5::kCtrlSolicited) ? 2 : 0));
-        push_cqe(pa, pv.recv_cq, c, env.scope(pa));
+        const bool imm = w.opcode == m5::kOpSendImm;
+        push_cqe(pa, pv.recv_cq,
+                 ib::make_resp_cqe(imm ? m5::kCqeRespSendImm : m5::kCqeRespSend, pv.qpn,
+                                   static_cast<std::uint16_t>(ridx), static_cast<std::uint32_t>(w.length),
+                                   imm ? w.imm : be32{0}, w.fm_ce_se & m5::kCtrlSolicited),
+                 env.scope(pa));
         return finish(env, q, w, 0);
       }
       case m5::kOpRdmaRead: {
@@ -810,14 +774,13 @@ class Hca {
     q.rnr_active = 0;
     const auto* dbrec = a.at<m5::QpDbrec>(q.dbrec_off);
     const std::uint64_t posted =
-        ib::widen(q.sq_head, byteswap(sync::load_acquire(&dbrec->snd.raw)) & 0xffff, 16);
+        ib::widen(q.sq_head, m5::dbrec_counter(byteswap(sync::load_acquire(&dbrec->snd.raw))), m5::kWqeIndexBits);
     const std::byte* sq = a.at<std::byte>(q.sq_off);
     while (q.sq_head < posted) {
-      const ib::Octoword c = sq_oct(sq, q.sq_bbs, q.sq_head, 0);
-      const std::uint32_t ds = byteswap(c.w[1]) & 0x3f;
-      const std::uint32_t nbb = ib::wqe_bbs(ds == 0 ? 1 : ds);
-      push_cqe(a, q.send_cq, make_err_cqe(true, q.qpn, static_cast<std::uint8_t>(byteswap(c.w[0])),
-                                          static_cast<std::uint16_t>(q.sq_head), m5::kSyndWrFlushErr),
+      const ib::CtrlFields c = ib::decode_ctrl(sq_oct(sq, q.sq_bbs, q.sq_head, 0));
+      const std::uint32_t nbb = ib::wqe_bbs(c.ds == 0 ? 1 : c.ds);
+      push_cqe(a, q.send_cq,
+               ib::make_err_cqe(true, q.qpn, c.opcode, static_cast<std::uint16_t>(q.sq_head), m5::kSyndWrFlushErr),
                env.scope(a));
       q.sq_head += nbb;
       any = true;
@@ -825,8 +788,8 @@ class Hca {
     q.sq_rung = q.sq_head;
     std::uint64_t ridx;
     while (claim_recv(a, q.dbrec_off, &q.ctx->rq_head, ridx)) {
-      push_cqe(a, q.recv_cq, make_err_cqe(false, q.qpn, 0, static_cast<std::uint16_t>(ridx),
-                                          m5::kSyndWrFlushErr),
+      push_cqe(a, q.recv_cq,
+               ib::make_err_cqe(false, q.qpn, 0, static_cast<std::uint16_t>(ridx), m5::kSyndWrFlushErr),
                env.scope(a));
       any = true;
     }

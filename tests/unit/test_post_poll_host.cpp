@@ -64,36 +64,22 @@ struct CqeSpec {
   std::uint8_t syndrome = 0, vendor_syndrome = 0;
 };
 
-/// CQE number p, built with rdma-core's structs: payload first, then the last 4 bytes
-/// (wqe_counter, signature, op_own) in one release store, as the HCA's single write appears.
+/// CQE number p, as the HCA writes it (gv::ib::store_cqe: payload first, then the last 4
+/// bytes with the owner bit in one release store). Built with the CQE builders, which
+/// test_mlx5_layout checks against rdma-core's structs.
 void write_cqe(HostQp& q, std::uint64_t p, const CqeSpec& s, bool owner_flip = false) {
-  alignas(8) std::uint8_t raw[64];
+  m::Cqe c;
   if (s.opcode == MLX5_CQE_REQ_ERR || s.opcode == MLX5_CQE_RESP_ERR) {
-    mlx5_err_cqe e;
-    std::memset(&e, 0, sizeof e);
-    e.syndrome = s.syndrome;
-    e.vendor_err_synd = s.vendor_syndrome;
-    e.s_wqe_opcode_qpn = htobe32((std::uint32_t{s.wqe_opcode} << 24) | s.qpn);
-    e.wqe_counter = htobe16(s.wqe_counter);
-    e.op_own = static_cast<std::uint8_t>(s.opcode << 4);
-    std::memcpy(raw, &e, 64);
+    c = gv::ib::make_err_cqe(s.opcode == MLX5_CQE_REQ_ERR, s.qpn, s.wqe_opcode, s.wqe_counter, s.syndrome,
+                             s.vendor_syndrome);
   } else {
-    mlx5_cqe64 c;
-    std::memset(&c, 0, sizeof c);
-    c.byte_cnt = htobe32(s.byte_cnt);
-    c.imm_inval_pkey = s.imm_wire;
-    c.timestamp = htobe64(s.timestamp);
-    c.sop_drop_qpn = htobe32((std::uint32_t{s.wqe_opcode} << 24) | s.qpn);
-    c.wqe_counter = htobe16(s.wqe_counter);
-    c.op_own = static_cast<std::uint8_t>(s.opcode << 4);
-    std::memcpy(raw, &c, 64);
+    c = s.opcode == MLX5_CQE_REQ
+            ? gv::ib::make_req_cqe(s.qpn, s.wqe_opcode, s.wqe_counter, s.byte_cnt)
+            : gv::ib::make_resp_cqe(s.opcode, s.qpn, s.wqe_counter, s.byte_cnt, gv::be32{s.imm_wire}, false);
+    c.timestamp = gv::be64::from(s.timestamp);  // (an error CQE's syndrome lies there)
   }
-  raw[63] |= static_cast<std::uint8_t>(((p >> q.log_cqes) & 1) ^ (owner_flip ? 1 : 0));
-  auto* slot = reinterpret_cast<std::uint8_t*>(&q.cq[p & q.cq_mask()]);
-  std::memcpy(slot, raw, 60);
-  std::uint32_t tail;
-  std::memcpy(&tail, raw + 60, 4);
-  store_rel(*reinterpret_cast<std::uint32_t*>(slot + 60), tail);
+  const auto owner = static_cast<std::uint8_t>(((p >> q.log_cqes) & 1) ^ (owner_flip ? 1 : 0));
+  gv::ib::store_cqe(&q.cq[p & q.cq_mask()], c, owner, gv::sync::Scope::kSystem);
 }
 
 /// What the HCA does to a CQE slot once the consumer index has passed it: the bytes are no
@@ -136,7 +122,7 @@ TEST(PostSend, BatchWritesWqesDbrecAndDoorbellOfLastWqe) {
   const std::uint64_t starts[3] = {65534, 65535, 65537};
   EXPECT_EQ(q.qs->sq.reserved, 65538u);
   EXPECT_EQ(q.qs->sq.published, 65538u);
-  EXPECT_EQ(be32toh(q.qp_dbrec.snd.raw), 65538u & 0xffff);
+  EXPECT_EQ(be32toh(q.qp_dbrec.snd.raw), 65538u & m::kWqeIndexMask);
   for (int i = 0; i < 3; ++i) {
     for (std::uint32_t k = 0; k < wqe_ds(w[i]); ++k) {
       const Octoword want = wqe_octoword(w[i], k, static_cast<std::uint16_t>(starts[i]), q.qp.qpn);
@@ -608,7 +594,7 @@ void stress(unsigned posters, std::uint32_t per_thread, unsigned pollers, std::u
     StressWr want;
     while (!stop.load()) {
       const std::uint64_t db = load_acq(q.doorbell);
-      const std::uint64_t pub = widen(pos, be32toh(load_acq(q.qp_dbrec.snd.raw)), 16);
+      const std::uint64_t pub = widen(pos, be32toh(load_acq(q.qp_dbrec.snd.raw)), m::kWqeIndexBits);
       // never over-committed: reserved - completed <= ring size
       const std::uint64_t res = std::atomic_ref<std::uint64_t>(q.qs->sq.reserved).load(std::memory_order_relaxed);
       const std::uint64_t done = load_acq(q.qs->sq.completed);
@@ -620,10 +606,10 @@ void stress(unsigned posters, std::uint32_t per_thread, unsigned pollers, std::u
         mlx5_wqe_ctrl_seg ctrl;
         std::memcpy(&ctrl, q.sq_bytes(pos), 16);
         const std::uint32_t oio = be32toh(ctrl.opmod_idx_opcode);
-        const std::uint32_t ds = be32toh(ctrl.qpn_ds) & 0x3f;
-        if (((oio >> 8) & 0xffff) != (pos & 0xffff) || (be32toh(ctrl.qpn_ds) >> 8) != q.qp.qpn || ds == 0)
+        const std::uint32_t ds = m::ctrl_ds(be32toh(ctrl.qpn_ds));
+        if (m::ctrl_wqe_index(oio) != (pos & m::kWqeIndexMask) || m::ctrl_qpn(be32toh(ctrl.qpn_ds)) != q.qp.qpn || ds == 0)
           return fail("malformed ctrl at WQEBB " + std::to_string(pos));
-        const std::uint8_t op = oio & 0xff;
+        const std::uint8_t op = m::ctrl_opcode(oio);
         if (op == MLX5_OPCODE_NOP) {  // the closing NOP
           final_pos = pos;
         } else {
@@ -654,13 +640,13 @@ void stress(unsigned posters, std::uint32_t per_thread, unsigned pollers, std::u
         pos += wqe_bbs(ds);
       }
       if (db != 0) {  // the doorbell names a published WQE's ctrl
-        const std::uint64_t s = widen_below(pub - 1, be32toh(static_cast<std::uint32_t>(db)) >> 8 & 0xffff, 16);
+        const std::uint64_t s = widen_below(pub - 1, m::ctrl_wqe_index(be32toh(static_cast<std::uint32_t>(db))), m::kWqeIndexBits);
         auto it = ctrl8.find(s);
         if (it == ctrl8.end() || it->second != db)
           return fail("doorbell does not match the ctrl segment of WQE " + std::to_string(s));
       }
       // CQ: consumer index (never ahead of what was produced), poison what was released
-      const std::uint64_t ci = widen_below(prod, be32toh(load_acq(q.cq_dbrec.set_ci.raw)) & m::kCqCiMask, 24);
+      const std::uint64_t ci = widen_below(prod, be32toh(load_acq(q.cq_dbrec.set_ci.raw)) & m::kCqCiMask, m::kCqCiBits);
       // CQEs are handed back in order: the consumer index never moves backwards
       if (ci < released) return fail("CQ consumer index went backwards: " + std::to_string(ci) +
                                      " after " + std::to_string(released));
@@ -746,7 +732,7 @@ void stress(unsigned posters, std::uint32_t per_thread, unsigned pollers, std::u
   EXPECT_EQ(q.cs->claimed, cqe_start.size());
   EXPECT_EQ(be32toh(q.cq_dbrec.set_ci.raw), cqe_start.size() & m::kCqCiMask);
   EXPECT_EQ(q.qs->sq.published, q.qs->sq.reserved);
-  EXPECT_EQ(be32toh(q.qp_dbrec.snd.raw), q.qs->sq.reserved & 0xffff);
+  EXPECT_EQ(be32toh(q.qp_dbrec.snd.raw), q.qs->sq.reserved & m::kWqeIndexMask);
   EXPECT_EQ(q.doorbell, first8(q.sq_bytes(final_pos))) << "doorbell is not the last WQE's ctrl";
   EXPECT_GT(q.qs->sq.reserved, 65536u) << "the 16-bit WQE index should have wrapped";
 }

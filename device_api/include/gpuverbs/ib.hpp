@@ -12,8 +12,9 @@
 // Ownership: kShared is safe for any number of threads and blocks; kExclusive is for a queue
 // one thread (or warp) owns. A queue (SQ, RQ, CQ) keeps one ownership mode for its life.
 //
-// Formats: ib/mlx5_format.hpp. Encoders: ib/encode.hpp. Handles: ib/handles.hpp.
+// Formats: ib/mlx5_format.hpp. Encoders: ib/encode.hpp. CQEs: ib/cqe.hpp. Handles: ib/handles.hpp.
 #pragma once
+#include "ib/cqe.hpp"
 #include "ib/encode.hpp"
 #include "ib/handles.hpp"
 #include "ib/mlx5_format.hpp"

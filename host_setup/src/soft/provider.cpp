@@ -147,11 +147,7 @@ class SoftProvider final : public Provider {
     if (slot == kMaxCqs) throw Error("create_cq: all " + std::to_string(kMaxCqs) + " CQ slots are in use");
     const std::uint64_t ring = store_->heap_alloc_or_throw("create_cq", std::uint64_t{entries} * m5::kCqeSize, 4096);
     const std::uint64_t dbrec = store_->heap_alloc_or_throw("create_cq", 64, 64);
-    std::vector<m5::Cqe> cqes(entries);
-    for (auto& c : cqes) {
-      std::memset(&c, 0, sizeof(c));
-      c.op_own = static_cast<std::uint8_t>(m5::kCqeInvalid << 4);
-    }
+    const std::vector<m5::Cqe> cqes(entries, ib::make_invalid_cqe());
     store_->write_at(ring, cqes.data(), cqes.size() * sizeof(m5::Cqe));
     store_->zero_at(dbrec, 64);
     cq_state_[slot] = store_->alloc_counters("create_cq", sizeof(ib::CqState));

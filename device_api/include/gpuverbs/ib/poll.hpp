@@ -1,68 +1,27 @@
-// Polling completions: CQE validity by owner bit, decoding (including error CQEs with their
-// syndrome), handing the CQE back to the producer, and retiring the SQ/RQ space it covers.
+// Polling completions: CQE validity by owner bit, decoding (cqe.hpp), handing the CQE back to
+// the producer, and retiring the SQ/RQ space it covers.
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 #include "../status.hpp"
 #include "../sync.hpp"
+#include "cqe.hpp"
 #include "encode.hpp"
 #include "handles.hpp"
 #include "post.hpp"
 
 namespace gv::ib {
 
-/// A decoded CQE.
-struct Completion {
-  Status status = Status::kEmpty;  ///< kOk, or kCompletionError with `syndrome` set
-  std::uint8_t cqe_opcode = mlx5::kCqeInvalid;
-  std::uint8_t wqe_opcode = 0;     ///< requester side: the mlx5 opcode of the completed WQE
-  std::uint8_t syndrome = 0;       ///< mlx5 syndrome (0 on success)
-  std::uint8_t vendor_syndrome = 0;
-  std::uint32_t qpn = 0;
-  std::uint16_t wqe_counter = 0;   ///< send: first WQEBB of the WQE; receive: RQ WQE index
-  std::uint32_t byte_len = 0;
-  std::uint32_t imm = 0;           ///< host order
-
-  GV_HD bool ok() const { return status == Status::kOk; }
-  /// Requester (send queue) completion, as opposed to a responder (receive) one.
-  GV_HD bool is_send() const {
-    return cqe_opcode == mlx5::kCqeReq || cqe_opcode == mlx5::kCqeReqErr;
-  }
-};
-
-GV_HD GV_INLINE Completion decode_cqe(const mlx5::Cqe& c) {
-  Completion out;
-  out.cqe_opcode = mlx5::cqe_opcode(c.op_own);
-  out.wqe_counter = c.wqe_counter.get();
-  if (out.cqe_opcode == mlx5::kCqeReqErr || out.cqe_opcode == mlx5::kCqeRespErr) {
-    mlx5::ErrCqe e;
-    std::memcpy(&e, &c, sizeof(e));
-    out.status = Status::kCompletionError;
-    out.syndrome = e.syndrome;
-    out.vendor_syndrome = e.vendor_err_synd;
-    const std::uint32_t w = e.s_wqe_opcode_qpn.get();
-    out.wqe_opcode = static_cast<std::uint8_t>(w >> 24);
-    out.qpn = w & mlx5::kQpnMask;
-    return out;
-  }
-  out.status = Status::kOk;
-  const std::uint32_t w = c.sop_drop_qpn.get();
-  out.qpn = w & mlx5::kQpnMask;
-  if (out.cqe_opcode == mlx5::kCqeReq) out.wqe_opcode = static_cast<std::uint8_t>(w >> 24);
-  out.byte_len = c.byte_cnt.get();
-  out.imm = c.imm_inval_pkey.get();
-  return out;
-}
-
 /// The last 4 bytes of a CQE (wqe_counter, signature, op_own), acquired from its producer.
 GV_HD GV_INLINE std::uint32_t cqe_tail(const CqHandle& cq, const mlx5::Cqe* cqe) {
-  return sync::cqe_owner_before_payload(reinterpret_cast<const std::uint32_t*>(&cqe->wqe_counter),
-                                        cq.executor);
+  return sync::cqe_owner_before_payload(
+      reinterpret_cast<const std::uint32_t*>(reinterpret_cast<const std::byte*>(cqe) + mlx5::kCqeTailOffset),
+      cq.executor);
 }
 
 GV_HD GV_INLINE bool cqe_ready(std::uint32_t tail, std::uint64_t ci, std::uint32_t log_cqes) {
-  const auto op_own = static_cast<std::uint8_t>(tail >> 24);
+  const std::uint8_t op_own = mlx5::cqe_tail_op_own(tail);
   return mlx5::cqe_opcode(op_own) != mlx5::kCqeInvalid &&
          mlx5::cqe_owner(op_own) == owner_bit(ci, log_cqes);
 }
@@ -73,14 +32,15 @@ GV_HD GV_INLINE void retire(const CqHandle& cq, const Completion& c) {
   if (c.is_send()) {
     if (cq.send_qp == nullptr || c.qpn != cq.send_qpn) return;
     WqCounters* sq = &cq.send_qp->sq;
-    const std::uint64_t start = widen_below(sync::load_acquire(&sq->reserved) - 1, c.wqe_counter, 16);
+    const std::uint64_t start =
+        widen_below(sync::load_acquire(&sq->reserved) - 1, c.wqe_counter, mlx5::kWqeIndexBits);
     const Octoword ctrl = load_octoword(cq.send_sq + sq_octoword_offset(start, 0, cq.send_sq_bbs));
-    const std::uint32_t ds = byteswap(ctrl.w[1]) & 0x3fu;
-    sync::fetch_max(&sq->completed, start + wqe_bbs(ds));
+    sync::fetch_max(&sq->completed, start + wqe_bbs(ctrl_ds_of(ctrl)));
   } else {
     if (cq.recv_qp == nullptr || c.qpn != cq.recv_qpn) return;
     WqCounters* rq = &cq.recv_qp->rq;
-    const std::uint64_t idx = widen_below(sync::load_acquire(&rq->reserved) - 1, c.wqe_counter, 16);
+    const std::uint64_t idx =
+        widen_below(sync::load_acquire(&rq->reserved) - 1, c.wqe_counter, mlx5::kWqeIndexBits);
     sync::fetch_max(&rq->completed, idx + 1);
   }
 }
@@ -114,11 +74,10 @@ GV_HD GV_INLINE Status try_poll_cq_owned(const CqHandle& cq, Completion& out) {
   const mlx5::Cqe* cqe = cq.ring + (ci & ((1u << cq.log_cqes) - 1));
   const std::uint32_t tail = cqe_tail(cq, cqe);
   if (!cqe_ready(tail, ci, cq.log_cqes)) return empty_or_overrun(cq);
-  // wqe_counter is the tail's first two bytes, big-endian.
-  const std::uint32_t counter = ((tail & 0xffu) << 8) | ((tail >> 8) & 0xffu);
-  const std::uint8_t op = mlx5::cqe_opcode(static_cast<std::uint8_t>(tail >> 24));
+  const std::uint32_t counter = mlx5::cqe_tail_counter(tail);
+  const std::uint8_t op = mlx5::cqe_opcode(mlx5::cqe_tail_op_own(tail));
   const bool req = op == mlx5::kCqeReq || op == mlx5::kCqeReqErr;
-  const std::uint64_t start = widen(sq_done, counter, 16);
+  const std::uint64_t start = widen(sq_done, counter, mlx5::kWqeIndexBits);
   Octoword ctrl{};
   if (req && sq != nullptr) ctrl = load_octoword(cq.send_sq + sq_octoword_offset(start, 0, cq.send_sq_bbs));
   mlx5::Cqe copy;
@@ -129,11 +88,11 @@ GV_HD GV_INLINE Status try_poll_cq_owned(const CqHandle& cq, Completion& out) {
   if (req) {
     if (sq != nullptr && out.qpn == cq.send_qpn) {
       done = &sq->completed;
-      end = start + wqe_bbs(byteswap(ctrl.w[1]) & 0x3fu);
+      end = start + wqe_bbs(ctrl_ds_of(ctrl));
     }
   } else if (rq != nullptr && out.qpn == cq.recv_qpn) {
     done = &rq->completed;
-    end = widen(rq_done, counter, 16) + 1;
+    end = widen(rq_done, counter, mlx5::kWqeIndexBits) + 1;
   }
   sync::store_relaxed(&cq.state->claimed, ci + 1);
   sync::cqe_read_before_release_and_retire(&cq.dbrec->set_ci.raw,

@@ -51,12 +51,12 @@ __device__ inline int poll_cq_warp(const CqHandle& cq, Completion& out, Status* 
     if (out.is_send()) {
       if (cq.send_qp != nullptr && out.qpn == cq.send_qpn) {
         const std::uint64_t start =
-            widen_below(sync::load_acquire(&cq.send_qp->sq.reserved) - 1, out.wqe_counter, 16);
+            widen_below(sync::load_acquire(&cq.send_qp->sq.reserved) - 1, out.wqe_counter, mlx5::kWqeIndexBits);
         const Octoword ctrl = load_octoword(cq.send_sq + sq_octoword_offset(start, 0, cq.send_sq_bbs));
-        sq_end = start + wqe_bbs(byteswap(ctrl.w[1]) & 0x3fu);
+        sq_end = start + wqe_bbs(ctrl_ds_of(ctrl));
       }
     } else if (cq.recv_qp != nullptr && out.qpn == cq.recv_qpn) {
-      rq_end = widen_below(sync::load_acquire(&cq.recv_qp->rq.reserved) - 1, out.wqe_counter, 16) + 1;
+      rq_end = widen_below(sync::load_acquire(&cq.recv_qp->rq.reserved) - 1, out.wqe_counter, mlx5::kWqeIndexBits) + 1;
     }
   }
   sq_end = detail::warp_max(sq_end);

@@ -117,7 +117,7 @@ GV_HD GV_INLINE std::uint64_t doorbell_value(const Octoword& ctrl) {
 
 /// Publish SQ WQEBBs up to `end`; `db` is the doorbell value of the last WQE.
 GV_HD GV_INLINE void sq_ring_doorbell(const QpHandle& qp, std::uint64_t end, std::uint64_t db) {
-  const std::uint32_t rec = be32::from(static_cast<std::uint32_t>(end & 0xffffu)).raw;
+  const std::uint32_t rec = be32::from(mlx5::dbrec_counter(end)).raw;
   if (qp.record_polled) {
     sync::wqe_visible_before_dbrec_and_doorbell(&qp.dbrec->snd.raw, rec, qp.doorbell, db, qp.executor);
     return;
@@ -183,7 +183,7 @@ GV_HD Status post_recv(const QpHandle& qp, const Sge* sgl, std::uint32_t n, Budg
   st = wq_wait_turn<O>(&qp.state->rq, start, qp.abort);
   if (st != Status::kOk) return st;
   sync::wqe_visible_before_dbrec(&qp.dbrec->rcv.raw,
-                                 be32::from(static_cast<std::uint32_t>((start + 1) & 0xffffu)).raw,
+                                 be32::from(mlx5::dbrec_counter(start + 1)).raw,
                                  qp.rq_executor);
   wq_pass_turn<O>(&qp.state->rq, start + 1);
   return Status::kOk;
