@@ -33,20 +33,21 @@ limited() {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$S"
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
-TARGETS="test_gpu_ib test_gpu_engine test_gpu_cpu_engine gv_gpu_verbs gv_pingpong"
+GPU_TESTS="test_gpu_ib test_gpu_engine test_gpu_engine_peers test_gpu_engine_hazards test_gpu_cpu_engine"
+TARGETS="$GPU_TESTS gv_gpu_verbs gv_pingpong"
 # shellcheck disable=SC2086  # word splitting of the target lists is intended
 cmake --build build-dev -j16 --target $TARGETS ${EXTRA_TARGETS:-} >> "$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
 
 if [[ -z "${GV_SKIP_TESTS:-}" ]]; then
   : > "$OUT/tests.log"
-  for t in test_gpu_ib test_gpu_engine test_gpu_cpu_engine; do
+  for t in $GPU_TESTS; do
     log "$t"
     echo "## $t" >> "$OUT/tests.log"
     echo "$t $(limited 240 "$OUT/tests.log" "build-dev/tests/gpu/$t")" | tee -a "$S"
   done
   grep -E "PASSED|FAILED|SKIPPED|Failure" "$OUT/tests.log" | head -30 | tee -a "$S"
-  # Not test_gpu_engine: compute-sanitizer serialises kernels, and every test there needs the
+  # Not test_gpu_engine*: compute-sanitizer serialises kernels, and every test there needs the
   # resident engine to run beside the test's kernels (it hangs until the step's time limit).
   # Nor test_gpu_cpu_engine's two-engine atomics stress: under memcheck its 1600 copy-based
   # atomics outlast the kernels' bounded waits (run 7: a timeout, nothing else).
