@@ -12,7 +12,7 @@
 # skips the tests and sanitizers (a second call on a warm machine, for more benchmarks). Every step has its
 # own time limit, cut to what is left before GV_DEADLINE seconds into the script (default
 # 470), and a step with less than 10 s left is skipped: the script ends within about 8 minutes.
-# The JSON rows name the commit; in a copy of the tree without .git set GV_BUILD_COMMIT (e.g. to
+# The JSON rows name the commit; in a copy of the tree without .git set GV_GIT_COMMIT (e.g. to
 # the output of `git rev-parse --short=12 HEAD` where the copy came from).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}

@@ -34,11 +34,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 expect 0 "t_typical.*BW average" "$bin" -s 8 -n 20 --run latency,bw --json "$tmp/rows.json"
 expect 0 "t_typical" "$bin" -s 16 -n 20 --run latency --json "$tmp/rows.json"
-meta='^\{"bench":"meta","commit":"[^"]+","device":"soft provider, CPU engine, on [^"]+","host":"[^"]*","date":"20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z","command":"[^"]*gv_pingpong -s 8 -n 20 --run latency,bw --json [^"]*rows\.json"\}$'
+meta='^\{"bench":"metadata","host":"[^"]*","commit":"[^"]+","device":"soft provider, CPU engine, on [^"]+","date":"20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z","command":"[^"]*gv_pingpong -s 8 -n 20 --run latency,bw --json [^"]*rows\.json"\}$'
 expect 0 "$meta" sed -n 1p "$tmp/rows.json"
 expect 0 '^\{"bench":"pingpong","provider":"soft","mode":"cpu-threads","variant":"last_byte","bytes":8,.*\}$' sed -n 2p "$tmp/rows.json"
 expect 0 '^\{"bench":"bw",.*"bytes":8,.*\}$' sed -n 3p "$tmp/rows.json"
-expect 0 '^\{"bench":"meta",.*gv_pingpong -s 16 .*\}$' sed -n 4p "$tmp/rows.json"
+expect 0 '^\{"bench":"metadata",.*gv_pingpong -s 16 .*\}$' sed -n 4p "$tmp/rows.json"
 expect 0 '^\{"bench":"pingpong",.*"bytes":16,.*\}$' sed -n 5p "$tmp/rows.json"
 expect 0 '^5 ' wc -l "$tmp/rows.json"
 expect 2 "--json needs a value" "$bin" --json
