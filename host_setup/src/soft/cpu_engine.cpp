@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <unordered_map>
@@ -66,8 +67,20 @@ class CpuEnv {
     std::memcpy(&last, static_cast<const std::uint8_t*>(s) + n - 1, 1);
     sync::store_release(static_cast<std::uint8_t*>(d) + n - 1, last);
   }
-  /// The n <= 8 low bytes of v, as copy() moves bytes (host byte order is little-endian).
-  void put(void* d, std::uint64_t v, std::uint32_t n, bool publish) { copy(d, &v, n, publish); }
+  /// The n <= 8 low bytes of v, as copy() moves bytes (host byte order is little-endian). An
+  /// aligned 4- or 8-byte word in host memory is one atomic store, as an HCA's aligned PCIe
+  /// write is: a receiver polling that word (an rma signal) sees it whole.
+  void put(void* d, std::uint64_t v, std::uint32_t n, bool publish) {
+    const bool aligned = reinterpret_cast<std::uintptr_t>(d) % n == 0;
+    const bool host = !gpu_ || gpu_->find(d) < 0;
+    if (host && aligned && (n == 8 || n == 4)) {
+      const auto order = publish ? std::memory_order_release : std::memory_order_relaxed;
+      if (n == 8) std::atomic_ref<std::uint64_t>(*static_cast<std::uint64_t*>(d)).store(v, order);
+      else std::atomic_ref<std::uint32_t>(*static_cast<std::uint32_t*>(d)).store(static_cast<std::uint32_t>(v), order);
+      return;
+    }
+    copy(d, &v, n, publish);
+  }
   /// Every copy is settled when it returns (its last byte is a release store).
   void settle() {}
 
