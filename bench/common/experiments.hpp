@@ -9,7 +9,7 @@
 #pragma once
 #include <cstdint>
 
-#include <gpuverbs/host/types.hpp>
+#include <gpuverbs/types.hpp>
 #include <gpuverbs/ib.hpp>
 
 namespace gv::bench {

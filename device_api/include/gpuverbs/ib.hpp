@@ -25,3 +25,4 @@
 #include "ib/ring.hpp"
 #include "ib/work_request.hpp"
 #include "status.hpp"
+#include "types.hpp"

@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include <gpuverbs/host/types.hpp>
+#include <gpuverbs/types.hpp>
 #include <gpuverbs/ib/handles.hpp>
 #include <gpuverbs/ib/poll.hpp>
 
