@@ -230,6 +230,34 @@ TEST(PostSend, ValidationRejectsAndPostsNothing) {
   EXPECT_EQ(post_send<Ownership::kExclusive>(q.qp, w), Status::kOk);
 }
 
+// A handle of another layout version is refused by every call that takes one, before it is read.
+TEST(Handles, AnotherVersionIsRefusedEverywhere) {
+  HostQp q(16, 4, 4);
+  Sge sge{0x1000, 8, 1};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  q.qp.version = kHandleVersion + 1;
+  EXPECT_EQ(post_send<Ownership::kExclusive>(q.qp, w), Status::kInvalidArgument);
+  EXPECT_EQ(post_send<Ownership::kShared>(q.qp, w), Status::kInvalidArgument);
+  EXPECT_EQ(post_recv<Ownership::kExclusive>(q.qp, &sge, 1), Status::kInvalidArgument);
+  EXPECT_EQ(q.qs->sq.reserved, 0u);
+  EXPECT_EQ(q.qs->rq.reserved, 0u);
+  EXPECT_EQ(q.qp_dbrec.snd.raw, 0u);
+  q.qp.version = kHandleVersion;
+  ASSERT_EQ(post_send<Ownership::kExclusive>(q.qp, w), Status::kOk);
+  write_cqe(q, 0, CqeSpec{});  // ready: only the version stands in the way
+  Completion c;
+  q.cqh.version = 0;
+  EXPECT_EQ(try_poll_cq<Ownership::kExclusive>(q.cqh, c), Status::kInvalidArgument);
+  EXPECT_EQ(try_poll_cq<Ownership::kShared>(q.cqh, c), Status::kInvalidArgument);
+  EXPECT_EQ(poll_cq<Ownership::kExclusive>(q.cqh, c), Status::kInvalidArgument);
+  EXPECT_EQ(q.cs->claimed, 0u);
+  q.cqh.version = kHandleVersion;
+  EXPECT_EQ(try_poll_cq<Ownership::kExclusive>(q.cqh, c), Status::kOk);
+}
+
 template <Ownership O>
 void full_ring_behaviour() {
   HostQp q(8, 2, 4);

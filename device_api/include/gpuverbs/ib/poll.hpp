@@ -105,6 +105,7 @@ GV_HD GV_INLINE Status try_poll_cq_owned(const CqHandle& cq, Completion& out) {
 /// kCqOverrun once the provider declared the CQ overrun.
 template <Ownership O>
 GV_HD Status try_poll_cq(const CqHandle& cq, Completion& out) {
+  if (!handle_ok(cq)) return Status::kInvalidArgument;
   if constexpr (O == Ownership::kExclusive) {
     return try_poll_cq_owned(cq, out);
   } else {

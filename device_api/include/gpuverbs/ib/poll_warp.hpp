@@ -28,8 +28,13 @@ __device__ inline std::uint64_t warp_max(std::uint64_t v) {
 
 /// Take the ready completions at the head of `cq` (at most 32, at most the CQ's depth).
 /// Returns how many were taken, the same in every lane; lane i < n receives the i-th in
-/// `out`. Returns 0 with *status kEmpty (or kCqOverrun) when none is ready.
+/// `out`. Returns 0 with *status kEmpty (or kCqOverrun, or kInvalidArgument for a handle of
+/// another version) when none is ready.
 __device__ inline int poll_cq_warp(const CqHandle& cq, Completion& out, Status* status = nullptr) {
+  if (!handle_ok(cq)) {
+    if (status) *status = Status::kInvalidArgument;
+    return 0;
+  }
   const unsigned lane = threadIdx.x & 31u;
   const std::uint32_t depth = 1u << cq.log_cqes;
   const std::uint64_t ci0 = sync::load_relaxed(&cq.state->claimed);

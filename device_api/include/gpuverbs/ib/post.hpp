@@ -87,8 +87,10 @@ GV_HD GV_INLINE void wq_pass_turn(WqCounters* wq, std::uint64_t end) {
 
 // ---- Step 2: write -------------------------------------------------------------------------
 
-/// Checks a request against the QP's limits: the small always-on set of device checks.
+/// Checks a request against the QP's limits (and the handle's version): the small always-on
+/// set of device checks.
 GV_HD GV_INLINE Status validate(const QpHandle& qp, const SendWr& wr) {
+  if (!handle_ok(qp)) return Status::kInvalidArgument;
   const bool inl = (wr.flags & kWrInline) && carries_payload(wr.opcode);
   if (inl && payload_bytes(wr) > qp.max_inline) return Status::kInvalidArgument;
   if (!inl && wr.num_sge > qp.max_send_sge) return Status::kInvalidArgument;
@@ -169,7 +171,7 @@ GV_HD GV_INLINE Status post_send(const QpHandle& qp, const SendWr& wr, Budget bu
 /// doorbell record alone tells the HCA how many receives exist.
 template <Ownership O>
 GV_HD Status post_recv(const QpHandle& qp, const Sge* sgl, std::uint32_t n, Budget budget = {}) {
-  if (n > qp.max_recv_sge) return Status::kInvalidArgument;
+  if (!handle_ok(qp) || n > qp.max_recv_sge) return Status::kInvalidArgument;
   std::uint64_t start;
   Status st = wq_reserve<O>(&qp.state->rq, qp.rq_wqes, 1, start, budget, qp.abort);
   if (st != Status::kOk) return st;
