@@ -87,14 +87,15 @@ class QpBed {
   }
 
   /// Run roles [0, roles) of `exp` on one host thread each, through the transport
-  /// make_tx(endpoint, plan); their results land in `res`.
+  /// make_tx(endpoint number, endpoint, plan); their results land in `res`.
   template <class Exp, class MakeTx>
   void run_threads(const Exp& exp, int roles, const RoleResults& res, MakeTx&& make_tx) const {
     Threads th;
     for (int r = 0; r < roles; ++r)
       th.t.emplace_back([this, &exp, &res, &make_tx, r] {
-        const Endpoint& e = ep(exp.endpoint(r));
-        auto tx = make_tx(e, exp.plan(e));
+        const int n = exp.endpoint(r);
+        const Endpoint& e = ep(n);
+        auto tx = make_tx(n, e, exp.plan(e));
         res.status[r] = exp.run(tx, e, r, res.samples_of(r));
       });
   }
@@ -103,7 +104,7 @@ class QpBed {
   template <class Exp>
   void run_on_threads(const Exp& exp, int roles, const RoleResults& res, const std::string& what) {
     clear_reports(res, roles);
-    run_threads(exp, roles, res, [](const Endpoint& e, const WrPlan& p) { return DirectTx(e, p); });
+    run_threads(exp, roles, res, [](int, const Endpoint& e, const WrPlan& p) { return DirectTx(e, p); });
     check_reports(res, roles, what, [this] { return async_events(); });
   }
 

@@ -3,9 +3,12 @@
 // in kernels and on host threads; gv_pingpong on host threads.
 //
 // A transport offers start(), post(k) (work request k of the plan), done() (WRs known to have
-// completed), wait_sent(min), wait_recv(k) (the receive completion of the peer's WR k) and
-// abort() (the flag that ends every wait). DirectTx posts and polls through the device API
-// itself; gv_gpu_verbs adds a proxied one.
+// completed), wait_sent(min), wait_recv(k) (the receive completion of the peer's WR k),
+// produce(p, v) and consume(p, v) (the application storing the tag v of an outgoing message at
+// p, and taking an incoming one whose tag at p must be v) and abort() (the flag that ends every
+// wait). DirectTx posts and polls through the device API itself, and its poster stores and
+// reads message bytes directly; gv_gpu_verbs adds a proxied transport and a host-controlled one
+// (kernels produce and consume, the host posts).
 #pragma once
 #include <cstdint>
 
@@ -96,9 +99,19 @@ struct WrPlan {
   }
 };
 
+/// A transport whose poster stores message bytes itself and reads them where it needs them (the
+/// last-byte wait compares the tag): nothing more to consume.
+struct PosterBytes {
+  GV_HD Status produce(std::uint8_t* p, std::uint8_t v) {
+    *p = v;
+    return Status::kOk;
+  }
+  GV_HD Status consume(const std::uint8_t*, std::uint8_t) { return Status::kOk; }
+};
+
 /// Posting through the device API: WR k of the plan, exclusive ownership of the QP and CQs.
 /// Receives (for plans that take them) are kept kRecvAhead ahead, topped up in batches.
-class DirectTx {
+class DirectTx : public PosterBytes {
  public:
   GV_HD DirectTx(const Endpoint& ep, const WrPlan& plan) : ep_(&ep), plan_(plan) {}
 
@@ -160,6 +173,15 @@ class DirectTx {
 
 // ---- experiments ----------------------------------------------------------------------------
 
+/// An experiment's step over the transport Tx, for the GPU and the host; with a host-only
+/// transport (gv_gpu_verbs's host-controlled one) it is host code, which nvcc is told not to
+/// check as device code.
+#if defined(__CUDACC__)
+#define GV_TX_STEP _Pragma("nv_exec_check_disable")
+#else
+#define GV_TX_STEP
+#endif
+
 /// pingpong: roles 0 and 1 on endpoints 0 and 1. Role 0 starts every exchange and times it
 /// (rtt_ns[k]); each side's message k ends with tag(k).
 struct PingPong {
@@ -179,6 +201,7 @@ struct PingPong {
     p.receives = completion;
     return p;
   }
+  GV_TX_STEP
   template <class Tx>
   GV_HD Status run(Tx& tx, const Endpoint& ep, int role, std::uint64_t* rtt_ns) const {
     Status st = tx.start();
@@ -195,16 +218,22 @@ struct PingPong {
     }
     return st == Status::kOk ? tx.wait_sent(n) : st;  // leave no completion behind for the next run
   }
+  GV_TX_STEP
   template <class Tx>
   GV_HD Status send(Tx& tx, const Endpoint& ep, std::uint64_t k) const {
-    ep.out[bytes - 1] = tag(k);  // the peer has taken message k - 1: the buffer is ours again
+    // The peer has taken message k - 1: the buffer is ours again.
+    if (const Status st = tx.produce(ep.out + bytes - 1, tag(k)); st != Status::kOk) return st;
     if (k >= kWindow)
       if (const Status st = tx.wait_sent(k + 1 - kWindow); st != Status::kOk) return st;
     return tx.post(k);
   }
+  GV_TX_STEP
   template <class Tx>
   GV_HD Status receive(Tx& tx, const Endpoint& ep, std::uint64_t k) const {
-    if (completion) return tx.wait_recv(k);
+    if (completion) {
+      const Status st = tx.wait_recv(k);
+      return st == Status::kOk ? tx.consume(ep.in + bytes - 1, tag(k)) : st;
+    }
     // The executor of the peer's WRITEs stores the last byte last, with release at the scope
     // our QP records for it (rq_executor: the GPU for an engine on this GPU, else the system).
     const std::uint8_t want = tag(k);

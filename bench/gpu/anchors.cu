@@ -1,6 +1,6 @@
 // gv_gpu_verbs anchors: what the hardware gives without any verbs: a flag ping-pong between two
 // blocks through GPU memory and through pinned host memory, and between two GPUs by peer stores
-// when two are present; cudaMemcpyPeerAsync latency.
+// when two are present; cudaMemcpyPeerAsync latency, and a host-driven ping-pong of such copies.
 #include <cstdio>
 
 #include "harness.hpp"
@@ -144,6 +144,28 @@ void bench_anchors(const Options& o, Harness&) {
         if (i >= 100) v.push_back(ms * 1000.0);
       }
       report_anchor("cudaMemcpyPeerAsync 8 B, one way (events)", v);
+
+      // What a host-driven program without verbs does: copy 8 B to the peer GPU and wait for
+      // it, then the peer copies back and waits; half the round trip by the host clock, the
+      // host spinning on its waits (as host-controlled's does).
+      for (const int g : {0, 1}) {
+        CK(cudaSetDevice(g));
+        CK(cudaSetDeviceFlags(cudaDeviceScheduleSpin));
+      }
+      v.clear();
+      for (int i = 0; i < 1000; ++i) {
+        const std::uint64_t t0 = gv::sync::now_ns();
+        CK(cudaMemcpyPeerAsync(f1, 1, f0, 0, 8, s0));
+        CK(cudaStreamSynchronize(s0));
+        CK(cudaMemcpyPeerAsync(f0, 0, f1, 1, 8, s1));
+        CK(cudaStreamSynchronize(s1));
+        if (i >= 100) v.push_back(static_cast<double>(gv::sync::now_ns() - t0) / 2000.0);
+      }
+      for (const int g : {1, 0}) {
+        CK(cudaSetDevice(g));
+        CK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
+      }
+      report_anchor("host-driven cudaMemcpyPeerAsync + sync ping-pong, 8 B", v);
       CK(cudaEventDestroy(e0));
       CK(cudaEventDestroy(e1));
       CK(cudaStreamDestroy(s0));

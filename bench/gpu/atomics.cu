@@ -19,6 +19,7 @@ std::uint64_t word_of(const std::vector<std::uint8_t>& b) {
 void bench_atomics(const Options& o, Harness& h) {
   constexpr std::uint64_t kWarmup = 100;
   for (const Mode m : o.modes) {
+    if (skips_host_controlled(m, "atomics")) continue;
     Testbed tb(m, o.gpus, Shape{}, h);
     std::printf("# atomics, %s: one 8-byte atomic at a time on the peer's memory, post to completion; %s\n",
                 name(m), where(tb).c_str());

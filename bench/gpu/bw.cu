@@ -12,6 +12,7 @@ void bench_bw(const Options& o, Harness& h) {
   Shape shape;
   shape.region = region_for(*std::max_element(sizes.begin(), sizes.end()));
   for (const Mode m : o.modes) {
+    if (skips_host_controlled(m, "bw")) continue;
     Testbed tb(m, o.gpus, shape, h);
     std::printf("# bw, %s: RDMA WRITEs from one QP, %llu in flight, one CQE per %u, at most 512 MiB a size; "
                 "GB/s = 1e9 B/s; %s\n",

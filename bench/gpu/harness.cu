@@ -17,8 +17,9 @@ const char* name(Mode m) {
   switch (m) {
     case Mode::kGpuQGpu: return "gpu-qgpu";
     case Mode::kGpuQHost: return "gpu-qhost";
-    case Mode::kHost: return "host";
+    case Mode::kHostControlled: return "host-controlled";
     case Mode::kHostAssisted: return "host-assisted";
+    case Mode::kCpuThreads: return "cpu-threads";
   }
   return "?";
 }
@@ -105,7 +106,7 @@ void Harness::release() {
 // ---- Testbed ------------------------------------------------------------------------------------
 
 Testbed::Testbed(Mode mode, int gpus, const Shape& s, Harness& h)
-    : mode_(mode), gpus_(mode == Mode::kHost ? 1 : gpus), h_(h) {
+    : mode_(mode), gpus_(mode == Mode::kCpuThreads ? 1 : gpus), h_(h) {
   const int ends = 2 * s.pairs;
   const int ndev = mode_ == Mode::kGpuQGpu ? gpus_ : 1;
   // host-assisted kernels use the buffers, but the proxies use the handles on the host: the
@@ -115,7 +116,7 @@ Testbed::Testbed(Mode mode, int gpus, const Shape& s, Harness& h)
   std::vector<std::unique_ptr<gv::Device>> devs;
   for (int d = 0; d < ndev; ++d) {
     gv::DeviceOptions o;
-    o.arena_bytes = arena_bytes(s, ends / ndev, !pinned_buffers);
+    o.arena_bytes = arena_bytes(s, ends / ndev, !pinned_buffers && mode_ != Mode::kHostControlled);
     if (mode_ == Mode::kGpuQGpu) {
       o.engine = gv::DeviceOptions::Engine::kGpu;
       o.gpu = d;
@@ -129,22 +130,46 @@ Testbed::Testbed(Mode mode, int gpus, const Shape& s, Harness& h)
     buffers.alloc = [](int, std::size_t bytes) { return alloc_mapped<std::uint8_t>(bytes); };
     buffers.free = [](int, std::uint8_t* p) { (void)cudaFreeHost(p); };
   }
+  if (mode_ == Mode::kHostControlled) {
+    // cudaMalloc on the endpoint's GPU, registered with the CPU engine (no GPU engine runs:
+    // CUDA allocations are free to come and go). Each endpoint's kernels get a stream there.
+    buffers.alloc = [this](int e, std::size_t bytes) {
+      CK(cudaSetDevice(gpu_of(e)));
+      void* p = nullptr;
+      CK(cudaMalloc(&p, bytes));
+      return static_cast<std::uint8_t*>(p);
+    };
+    buffers.free = [](int, std::uint8_t* p) { (void)cudaFree(p); };
+  }
   // gpu-qhost: the provider places a queue's poster/poller counters in memory of the current
   // GPU; make that the GPU whose kernel posts and polls.
   const auto select = [this](int e) {
     if (mode_ == Mode::kGpuQHost) CK(cudaSetDevice(gpu_of(e)));
   };
   try {
+    if (mode_ == Mode::kHostControlled) {
+      // Its host threads wait for kernels, and the CPU engine for its copies: they spin, as a
+      // latency-minded user's would, instead of the blocking waits main() sets to leave the
+      // cores to the CPU engine in the other modes (restored by teardown()).
+      set_schedule(cudaDeviceScheduleSpin);
+      consumed_ = alloc_mapped<std::uint32_t>(static_cast<std::size_t>(ends));
+      for (int e = 0; e < ends; ++e) {
+        CK(cudaSetDevice(gpu_of(e)));
+        cudaStream_t st = nullptr;
+        CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        ctl_streams_.push_back(st);
+      }
+    }
     bed_.emplace(std::move(devs), s, buffers, select);
   } catch (...) {
-    (void)cudaSetDevice(0);
+    teardown();
     throw;
   }
   CK(cudaSetDevice(0));
 }
 
 void Testbed::put(int e, std::size_t off, const std::uint8_t* src, std::size_t n) {
-  if (mode_ != Mode::kGpuQGpu) return bed_->put(e, off, src, n);
+  if (!buffers_on_gpu()) return bed_->put(e, off, src, n);
   std::uint8_t* dst = bed_->buffer(e) + off;
   const int g = gpu_of(e);
   CK(cudaSetDevice(g));
@@ -157,7 +182,7 @@ void Testbed::put(int e, std::size_t off, const std::uint8_t* src, std::size_t n
 }
 
 std::vector<std::uint8_t> Testbed::get(int e, std::size_t off, std::size_t n) {
-  if (mode_ != Mode::kGpuQGpu) return bed_->get(e, off, n);
+  if (!buffers_on_gpu()) return bed_->get(e, off, n);
   const std::uint8_t* src = bed_->buffer(e) + off;
   std::vector<std::uint8_t> v(n);
   const int g = gpu_of(e);
@@ -178,7 +203,38 @@ void Testbed::resume() {
   for (auto& d : bed_->devices()) d->resume();
 }
 
+void Testbed::sync_ctl_streams() {
+  for (std::size_t e = 0; e < ctl_streams_.size(); ++e) {
+    CK(cudaSetDevice(gpu_of(static_cast<int>(e))));
+    CK(cudaStreamSynchronize(ctl_streams_[e]));
+  }
+  CK(cudaSetDevice(0));
+}
+
+void Testbed::set_schedule(unsigned flags) {
+  for (int g = 0; g < gpus_; ++g) {
+    CK(cudaSetDevice(g));
+    CK(cudaSetDeviceFlags(flags));
+  }
+  CK(cudaSetDevice(0));
+}
+
 void Testbed::teardown() noexcept {
+  if (mode_ == Mode::kHostControlled) {
+    try {
+      set_schedule(cudaDeviceScheduleBlockingSync);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gv_gpu_verbs: warning: %s\n", e.what());
+    }
+  }
+  for (std::size_t e = 0; e < ctl_streams_.size(); ++e) {
+    (void)cudaSetDevice(gpu_of(static_cast<int>(e)));
+    (void)cudaStreamDestroy(ctl_streams_[e]);
+  }
+  ctl_streams_.clear();
+  if (consumed_) (void)cudaFreeHost(consumed_);
+  consumed_ = nullptr;
+  (void)cudaSetDevice(0);
   if (!bed_) return;
   if (mode_ == Mode::kGpuQGpu) {
     for (auto& d : bed_->devices()) {
@@ -194,8 +250,17 @@ void Testbed::teardown() noexcept {
 
 // ---- rows ---------------------------------------------------------------------------------------
 
+bool skips_host_controlled(Mode m, const char* bench) {
+  if (m != Mode::kHostControlled) return false;
+  std::printf("# %s, host-controlled: not measured; the host-controlled baseline is the ping-pong\n", bench);
+  return true;
+}
+
 std::string where(const Testbed& tb) {
-  return tb.gpus() == 0 ? "host threads" : tb.gpus() == 1 ? "1 GPU" : "2 GPUs (a side on each)";
+  const std::string gpus = tb.gpus() == 1 ? "1 GPU" : "2 GPUs (a side on each)";
+  if (tb.mode() == Mode::kCpuThreads) return "host threads, host memory (a CPU figure)";
+  if (tb.mode() == Mode::kHostControlled) return "host threads post and poll, buffers and kernels on " + gpus;
+  return gpus;
 }
 
 std::string lead(const char* mode, const char* variant) {

@@ -19,6 +19,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <gpuverbs/host/verbs.hpp>
@@ -28,6 +29,7 @@
 #include "../common/experiments.hpp"
 #include "../common/report.hpp"
 #include "../common/stats.hpp"
+#include "hostctl.hpp"
 
 namespace gv::bench {
 
@@ -49,13 +51,17 @@ extern std::uint32_t g_engine_warps;  ///< gpu-qgpu: the GPU engine's warps (--e
 
 constexpr int kMaxRoles = 32;  ///< QPs one run drives (msgrate's largest count)
 
-enum class Mode { kGpuQGpu, kGpuQHost, kHost, kHostAssisted };
-constexpr Mode kAllModes[] = {Mode::kGpuQGpu, Mode::kGpuQHost, Mode::kHost, Mode::kHostAssisted};
+/// The control modes (main.cu's header says what each runs).
+enum class Mode { kGpuQGpu, kGpuQHost, kHostControlled, kHostAssisted, kCpuThreads };
+constexpr Mode kAllModes[] = {Mode::kGpuQGpu, Mode::kGpuQHost, Mode::kHostControlled, Mode::kHostAssisted,
+                              Mode::kCpuThreads};
 
 const char* name(Mode m);
 
 /// Modes whose posters are host threads: one per QP, plus the CPU engine's.
-inline bool host_threads_post(Mode m) { return m == Mode::kHost || m == Mode::kHostAssisted; }
+inline bool host_threads_post(Mode m) {
+  return m == Mode::kCpuThreads || m == Mode::kHostAssisted || m == Mode::kHostControlled;
+}
 
 struct Options {
   std::string cmd;
@@ -88,7 +94,7 @@ struct alignas(64) ProxyChannel {
 /// release, so the payload the kernel stored before it is visible to the proxy (and through the
 /// proxy's doorbell to the CPU engine). The waits acquire the proxy's counts at system scope
 /// and end early when the proxy reports a failure.
-class ProxyTx {
+class ProxyTx : public PosterBytes {
  public:
   GV_HD explicit ProxyTx(ProxyChannel* ch) : ch_(ch) {}
 
@@ -195,8 +201,8 @@ class Testbed {
   Testbed& operator=(const Testbed&) = delete;
 
   Mode mode() const { return mode_; }
-  /// GPUs the roles run on (0: host threads).
-  int gpus() const { return mode_ == Mode::kHost ? 0 : gpus_; }
+  /// GPUs the experiment uses (0: host threads on host memory alone).
+  int gpus() const { return mode_ == Mode::kCpuThreads ? 0 : gpus_; }
   int gpu_of(int e) const { return gpus_ == 2 ? e % 2 : 0; }
   std::size_t region() const { return bed_->region(); }
   const Endpoint& ep(int e) const { return bed_->ep(e); }
@@ -220,10 +226,11 @@ class Testbed {
     switch (mode_) {
       case Mode::kGpuQGpu:
       case Mode::kGpuQHost: launch<Exp, false>(exp, roles, what); break;
-      case Mode::kHost:
-        bed_->run_threads(exp, roles, res, [](const Endpoint& e, const WrPlan& p) { return DirectTx(e, p); });
+      case Mode::kCpuThreads:
+        bed_->run_threads(exp, roles, res, [](int, const Endpoint& e, const WrPlan& p) { return DirectTx(e, p); });
         break;
       case Mode::kHostAssisted: run_host_assisted(exp, roles, what); break;
+      case Mode::kHostControlled: run_host_controlled(exp, roles, what); break;
     }
     check_reports(res, roles, what, [this] { return bed_->async_events(); });
   }
@@ -272,6 +279,31 @@ class Testbed {
     if (!error.empty()) throw std::runtime_error(error);
   }
 
+  /// host-controlled: a host thread per role, kernels for the application's side of each
+  /// message on its endpoint's stream (hostctl.hpp); then every message of every role must
+  /// have been consumed with its tag.
+  template <class Exp>
+  void run_host_controlled(const Exp& exp, int roles, const std::string& what) {
+    if constexpr (!std::is_same_v<Exp, PingPong>) {
+      throw std::logic_error(what + ": host-controlled runs the ping-pong only");
+    } else {
+      for (int e = 0; e < 2 * roles; ++e) consumed_[e] = 0;
+      bed_->run_threads(exp, roles, h_.results(), [this](int n, const Endpoint& e, const WrPlan& p) {
+        return HostCtlTx(e, p, ctl_streams_[static_cast<std::size_t>(n)], &consumed_[n]);
+      });
+      sync_ctl_streams();  // the last consumers
+      for (int r = 0; r < roles; ++r) {
+        const int e = exp.endpoint(r);
+        if (h_.status[r] == Status::kOk && consumed_[e] != exp.n)
+          throw gv::Error(what + ": endpoint " + std::to_string(e) + "'s consumer kernels saw " +
+                          std::to_string(consumed_[e]) + " of " + std::to_string(exp.n) + " messages with their tag");
+      }
+    }
+  }
+  void sync_ctl_streams();
+  /// cudaSetDeviceFlags(flags) on every GPU of the bed.
+  void set_schedule(unsigned flags);
+
   /// host-assisted: one proxy thread per role serves the roles' kernel; a failed proxy is
   /// reported before the kernel's resulting kAborted.
   template <class Exp>
@@ -294,14 +326,21 @@ class Testbed {
                         gv::to_string(proxy[static_cast<std::size_t>(r)]) + bed_->async_events());
   }
 
+  bool buffers_on_gpu() const { return mode_ == Mode::kGpuQGpu || mode_ == Mode::kHostControlled; }
+
   Mode mode_;
   int gpus_;
   Harness& h_;
   std::optional<QpBed> bed_;
+  std::vector<cudaStream_t> ctl_streams_;  ///< host-controlled: endpoint e's kernels
+  std::uint32_t* consumed_ = nullptr;      ///< host-controlled: messages endpoint e consumed (mapped)
 };
 
 // ---- rows ---------------------------------------------------------------------------------------
 
+/// host-controlled runs only the ping-pong (the dissertation's baseline): true, after a note,
+/// when `bench` is another experiment and `m` that mode.
+bool skips_host_controlled(Mode m, const char* bench);
 /// Where a test bed's posters run, for the text headers.
 std::string where(const Testbed& tb);
 /// The text rows' leading columns.

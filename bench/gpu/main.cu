@@ -1,19 +1,25 @@
-// gv_gpu_verbs: the verbs path measured in the dissertation's four control modes, and what the
-// device API costs on the GPU.
+// gv_gpu_verbs: the verbs path measured in the dissertation's four control modes, beside a CPU
+// figure, and what the device API costs on the GPU.
 //
-// Modes (--mode, a comma list, default all four). Each drives the soft provider through the
+// Modes (--mode, a comma list, default all five). Each drives the soft provider through the
 // same device-API calls (gv::ib::post_send, poll_cq, post_recv), compiled for the GPU or the host:
 //   gpu-qgpu       GPU-controlled, queues on the GPU: kernels post and poll; the soft HCA's GPU
 //                  engine (a persistent kernel) executes; queues and buffers in GPU memory. With
 //                  two GPUs, one device (and engine) per GPU and QPs connected across them.
 //   gpu-qhost      GPU-controlled, queues in pinned host memory mapped into the GPUs: kernels
 //                  post and poll; the CPU engine (a host thread) executes.
-//   host           host-controlled: host threads post and poll; the CPU engine executes.
+//   host-controlled  the dissertation's baseline, per message: buffers in GPU memory, a kernel
+//                  produces the message, the host waits for it, posts the WRITE_WITH_IMM (the CPU
+//                  engine executes, moving GPU bytes with CUDA copies); the peer host sees the
+//                  receive completion and launches the kernel that consumes it (pingpong only;
+//                  hostctl.hpp).
 //   host-assisted  a kernel raises request counts in mapped host memory (system-scope release);
 //                  a host proxy thread per QP posts those work requests through the device API on
 //                  the host, polls their completions (CPU engine) and raises done counts the
 //                  kernel waits on (system-scope acquire). Buffers are pinned host memory that
 //                  the kernel reads and writes itself: a ping-pong's receiver polls the last byte.
+//   cpu-threads    host threads post and poll, buffers in host memory, the CPU engine executes:
+//                  a CPU figure, no GPU involved (gv_pingpong's, here for side-by-side rows).
 //
 // Subcommands:
 //   pingpong   RDMA WRITE ping-pong between two QPs, one block (GPU) or thread (host) a side;
@@ -68,7 +74,8 @@ constexpr char kUsage[] =
     "usage: gv_gpu_verbs pingpong|bw|msgrate|atomics|postpoll|anchors|drain [--mode LIST] [-a | -s BYTES]\n"
     "                    [-n ITERS] [--gpus 1|2] [--engine-warps N] [--json FILE]\n"
     "       gv_gpu_verbs devices   (the GPUs present; exit status 1 when there are none)\n"
-    "  --mode LIST  comma list of gpu-qgpu, gpu-qhost, host, host-assisted (default: all four)\n"
+    "  --mode LIST  comma list of gpu-qgpu, gpu-qhost, host-controlled, host-assisted, cpu-threads\n"
+    "               (default: all five; host-controlled runs only pingpong)\n"
     "  -a           sizes 8 B .. 4 MiB (pingpong, bw; pingpong runs at most 100 iterations above 64 KiB)\n"
     "  -s BYTES     one size, 1 B .. 64 MiB (default: 8 B; bw 64 KiB)\n"
     "  -n ITERS     iterations a size (pingpong, atomics), messages a size (bw, at most 512 MiB)\n"
@@ -170,7 +177,8 @@ int run(const Options& o_in, int argc, char** argv) {
   if (n == 0) throw gv::Error("no NVIDIA GPU or driver found (the CUDA runtime lists no device)");
   if (o.cmd == "devices") return list_devices(n);
   // Host threads that wait for a kernel sleep instead of spinning, leaving the cores to the
-  // CPU engine, the proxies and the host posters (in-kernel timing does not depend on it).
+  // CPU engine, the proxies and the host posters (in-kernel timing does not depend on it);
+  // host-controlled runs spin (Testbed).
   for (int g = 0; g < n; ++g) {
     CK(cudaSetDevice(g));
     CK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));

@@ -14,10 +14,11 @@ void bench_msgrate(const Options& o, Harness& h) {
   Shape shape;
   shape.pairs = kMaxRoles;
   for (const Mode m : o.modes) {
+    if (skips_host_controlled(m, "msgrate")) continue;
     Testbed tb(m, o.gpus, shape, h);
     std::printf("# msgrate, %s: inline RDMA WRITEs, %s per QP, %llu in flight, one CQE per %u, %llu per QP; %s\n",
                 name(m),
-                m == Mode::kHost ? "one host thread" : m == Mode::kHostAssisted ? "one block and one proxy thread" : "one block",
+                m == Mode::kCpuThreads ? "one host thread" : m == Mode::kHostAssisted ? "one block and one proxy thread" : "one block",
                 static_cast<unsigned long long>(kWindow), kSignalEvery, static_cast<unsigned long long>(o.iters),
                 where(tb).c_str());
     std::printf("%s %-6s %-8s %-12s %s\n", lead("mode", "variant").c_str(), "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]");

@@ -19,6 +19,8 @@ expect 2 "--engine-warps '1e1' is not a whole number" "$bin" pingpong --engine-w
 expect 2 "--hold-ms '0' is out of range" "$bin" drain --hold-ms 0
 expect 2 "unknown argument --hold-ms" "$bin" pingpong --hold-ms 5
 expect 2 "unknown mode 'gpu'" "$bin" pingpong --mode gpu
+expect 2 "unknown mode 'host'" "$bin" pingpong --mode host  # renamed: host-controlled or cpu-threads
+expect 0 "host-controlled, host-assisted, cpu-threads" "$bin" --help
 expect 2 "--json needs a value" "$bin" pingpong --json
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   expect 1 "no NVIDIA GPU or driver found" "$bin" anchors -n 10
