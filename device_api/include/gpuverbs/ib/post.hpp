@@ -38,6 +38,10 @@ GV_HD GV_INLINE Status validate(const QpHandle& qp, const SendWr& wr);
 /// Write the WQE of `wr` at WQEBB counter `start` (reserved by this thread).
 GV_HD GV_INLINE void sq_write_wqe(const QpHandle& qp, std::uint64_t start, const SendWr& wr);
 
+/// Write the receive WQE scattering into `sgl[0..n)` (n <= max_recv_sge) at RQ counter `start`:
+/// one data segment per SGE of nonzero length, then a terminator if room is left.
+GV_HD GV_INLINE void rq_write_wqe(const QpHandle& qp, std::uint64_t start, const Sge* sgl, std::uint32_t n);
+
 // ---- Step 3: mark ready --------------------------------------------------------------------
 
 /// Wait until every earlier reservation is published; then the caller may publish [start, end).
@@ -60,6 +64,10 @@ GV_HD GV_INLINE std::uint64_t doorbell_value(const Octoword& ctrl);
 
 /// Publish SQ WQEBBs up to `end`; `db` is the doorbell value of the last WQE.
 GV_HD GV_INLINE void sq_ring_doorbell(const QpHandle& qp, std::uint64_t end, std::uint64_t db);
+
+/// Publish receive WQEs up to `end`: receive queues have no doorbell, the record alone tells
+/// the executor how many exist.
+GV_HD GV_INLINE void rq_ring_record(const QpHandle& qp, std::uint64_t end);
 
 // ---- Whole posts ---------------------------------------------------------------------------
 

@@ -49,22 +49,21 @@ GV_HD GV_INLINE Status empty_or_overrun(const CqHandle& cq) {
 
 namespace detail {
 
-/// try_poll_cq for the CQ's only poller (kExclusive), which is also the only one to advance
-/// the completed counters of the work queues the CQ retires (CQEs arrive in work-queue order,
-/// so a plain store keeps them monotonic). Three rounds of loads and one release: its cursor
-/// and those counters; the CQE's last word (acquire); the CQE's body and, for a send
-/// completion, the control segment of the WQE its wqe_counter names (widened from the
-/// completed counter: the oldest WQE not yet completed starts there, and every outstanding
-/// one lies within one ring of it). Then cursor, counter and consumer index are stored.
-GV_HD GV_INLINE Status try_poll_cq_owned(const CqHandle& cq, Completion& out) {
-  const std::uint64_t ci = sync::load_relaxed(&cq.state->claimed);
-  WqCounters* const sq = cq.send_qp != nullptr ? &cq.send_qp->sq : nullptr;
-  WqCounters* const rq = cq.recv_qp != nullptr ? &cq.recv_qp->rq : nullptr;
-  const std::uint64_t sq_done = sq != nullptr ? sync::load_relaxed(&sq->completed) : 0;
-  const std::uint64_t rq_done = rq != nullptr ? sync::load_relaxed(&rq->completed) : 0;
-  const mlx5::Cqe* cqe = cq.ring + (ci & ((1u << cq.log_cqes) - 1));
-  const std::uint32_t tail = cqe_tail(cq, cqe);
-  if (!cqe_ready(tail, ci, cq.log_cqes)) return empty_or_overrun(cq);
+/// The work-queue space a taken CQE frees: *done (a work queue's completed counter) moves to
+/// `end`; nothing when done is null (a CQE of a queue this CQ does not retire).
+struct Retired {
+  std::uint64_t* done = nullptr;
+  std::uint64_t end = 0;
+};
+
+/// The CQ's only poller takes the ready CQE `cqe` whose tail is `tail`: decoded into `out`,
+/// with the space it frees in the work queues the CQ retires (sq, rq: null for none), widened
+/// from their completed counters sq_done and rq_done (the oldest WQE not yet completed starts
+/// there, and every outstanding one lies within one ring of it). One round of loads: the CQE's
+/// body and, for a requester completion, the control segment of the WQE its wqe_counter names.
+GV_HD GV_INLINE Retired take_ready_cqe(const CqHandle& cq, WqCounters* sq, WqCounters* rq, const mlx5::Cqe* cqe,
+                                       std::uint32_t tail, std::uint64_t sq_done, std::uint64_t rq_done,
+                                       Completion& out) {
   const std::uint32_t counter = mlx5::cqe_tail_counter(tail);
   const std::uint8_t op = mlx5::cqe_opcode(mlx5::cqe_tail_op_own(tail));
   const bool req = op == mlx5::kCqeReq || op == mlx5::kCqeReqErr;
@@ -74,21 +73,38 @@ GV_HD GV_INLINE Status try_poll_cq_owned(const CqHandle& cq, Completion& out) {
   mlx5::Cqe copy;
   std::memcpy(&copy, cqe, sizeof(copy));
   out = decode_cqe(copy);
-  std::uint64_t* done = nullptr;
-  std::uint64_t end = 0;
+  Retired r;
   if (req) {
     if (sq != nullptr && out.qpn == cq.send_qpn) {
-      done = &sq->completed;
-      end = start + wqe_bbs(ctrl_ds_of(ctrl));
+      r.done = &sq->completed;
+      r.end = start + wqe_bbs(ctrl_ds_of(ctrl));
     }
   } else if (rq != nullptr && out.qpn == cq.recv_qpn) {
-    done = &rq->completed;
-    end = widen(rq_done, counter, mlx5::kWqeIndexBits) + 1;
+    r.done = &rq->completed;
+    r.end = widen(rq_done, counter, mlx5::kWqeIndexBits) + 1;
   }
+  return r;
+}
+
+/// try_poll_cq for the CQ's only poller (kExclusive), which is also the only one to advance
+/// the completed counters of the work queues the CQ retires (CQEs arrive in work-queue order,
+/// so a plain store keeps them monotonic). Three rounds of loads and one release: its cursor
+/// and those counters; the CQE's last word (acquire); take_ready_cqe. Then cursor, counter and
+/// consumer index are stored.
+GV_HD GV_INLINE Status try_poll_cq_owned(const CqHandle& cq, Completion& out) {
+  const std::uint64_t ci = sync::load_relaxed(&cq.state->claimed);
+  WqCounters* const sq = cq.send_qp != nullptr ? &cq.send_qp->sq : nullptr;
+  WqCounters* const rq = cq.recv_qp != nullptr ? &cq.recv_qp->rq : nullptr;
+  const std::uint64_t sq_done = sq != nullptr ? sync::load_relaxed(&sq->completed) : 0;
+  const std::uint64_t rq_done = rq != nullptr ? sync::load_relaxed(&rq->completed) : 0;
+  const mlx5::Cqe* cqe = cq.ring + (ci & ((1u << cq.log_cqes) - 1));
+  const std::uint32_t tail = cqe_tail(cq, cqe);
+  if (!cqe_ready(tail, ci, cq.log_cqes)) return empty_or_overrun(cq);
+  const Retired r = take_ready_cqe(cq, sq, rq, cqe, tail, sq_done, rq_done, out);
   sync::store_relaxed(&cq.state->claimed, ci + 1);
   sync::cqe_read_before_release_and_retire(&cq.dbrec->set_ci.raw,
                                            be32::from(static_cast<std::uint32_t>((ci + 1) & mlx5::kCqCiMask)).raw,
-                                           cq.executor, done, end);
+                                           cq.executor, r.done, r.end);
   return out.status;
 }
 

@@ -79,6 +79,20 @@ GV_HD GV_INLINE void sq_write_wqe(const QpHandle& qp, std::uint64_t start, const
                    wqe_octoword(wr, k, idx, qp.qpn));
 }
 
+GV_HD GV_INLINE void rq_write_wqe(const QpHandle& qp, std::uint64_t start, const Sge* sgl, std::uint32_t n) {
+  std::byte* wqe = qp.rq + (std::uint64_t{ring_slot(start, qp.rq_wqes)} << qp.rq_stride_shift);
+  const std::uint32_t segs = nonempty_sges(sgl, n);  // zero-length SGEs take no segment
+  for (std::uint32_t i = 0; i < segs; ++i) {
+    const Sge& s = nth_nonempty_sge(sgl, i);
+    store_octoword(wqe + 16 * i, as_octoword(make_data_seg(s.length, s.lkey, s.addr)));
+  }
+  if (segs < qp.max_recv_sge) store_octoword(wqe + 16 * segs, as_octoword(make_recv_terminator()));
+}
+
+GV_HD GV_INLINE void rq_ring_record(const QpHandle& qp, std::uint64_t end) {
+  sync::wqe_visible_before_dbrec(&qp.dbrec->rcv.raw, be32::from(mlx5::dbrec_counter(end)).raw, qp.rq_executor);
+}
+
 GV_HD GV_INLINE std::uint64_t doorbell_value(const Octoword& ctrl) {
   return (std::uint64_t{ctrl.w[1]} << 32) | ctrl.w[0];
 }
@@ -132,18 +146,10 @@ GV_HD Status post_recv(const QpHandle& qp, const Sge* sgl, std::uint32_t n, Budg
   std::uint64_t start;
   Status st = wq_reserve<O>(&qp.state->rq, qp.rq_wqes, 1, start, budget, qp.abort);
   if (st != Status::kOk) return st;
-  std::byte* wqe = qp.rq + (std::uint64_t{ring_slot(start, qp.rq_wqes)} << qp.rq_stride_shift);
-  const std::uint32_t segs = nonempty_sges(sgl, n);  // zero-length SGEs take no segment
-  for (std::uint32_t i = 0; i < segs; ++i) {
-    const Sge& s = nth_nonempty_sge(sgl, i);
-    store_octoword(wqe + 16 * i, as_octoword(make_data_seg(s.length, s.lkey, s.addr)));
-  }
-  if (segs < qp.max_recv_sge) store_octoword(wqe + 16 * segs, as_octoword(make_recv_terminator()));
+  rq_write_wqe(qp, start, sgl, n);
   st = wq_wait_turn<O>(&qp.state->rq, start, qp.abort);
   if (st != Status::kOk) return st;
-  sync::wqe_visible_before_dbrec(&qp.dbrec->rcv.raw,
-                                 be32::from(mlx5::dbrec_counter(start + 1)).raw,
-                                 qp.rq_executor);
+  rq_ring_record(qp, start + 1);
   wq_pass_turn<O>(&qp.state->rq, start + 1);
   return Status::kOk;
 }
