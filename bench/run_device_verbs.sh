@@ -8,10 +8,12 @@
 #   postpoll anchors pingpong bw msgrate atomics host-pingpong engine1 (the gpu-qgpu rows
 #   with both sides on GPU 0) msgrate-warps (gpu-qgpu msgrate with 16 engine warps) drain
 #   (the GPU engine's time per WQE with pre-posted WQEs, 4 and 16 engine warps)
-# each run once with --json into bench.json (command and exit status into bench.txt). GV_SKIP_TESTS=1
+# each run once, its table into bench.txt and its --json rows into bench.json. GV_SKIP_TESTS=1
 # skips the tests and sanitizers (a second call on a warm machine, for more benchmarks). Every step has its
 # own time limit, cut to what is left before GV_DEADLINE seconds into the script (default
 # 470), and a step with less than 10 s left is skipped: the script ends within about 8 minutes.
+# The JSON rows name the commit; in a copy of the tree without .git set GV_GIT_COMMIT (e.g. to
+# the output of `git rev-parse --short=12 HEAD` where the copy came from).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 mkdir -p "$OUT"
@@ -31,20 +33,21 @@ limited() {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$S"
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
-TARGETS="test_gpu_ib test_gpu_engine test_gpu_cpu_engine gv_gpu_verbs gv_pingpong"
+GPU_TESTS="test_gpu_ib test_gpu_engine test_gpu_engine_peers test_gpu_engine_hazards test_gpu_cpu_engine"
+TARGETS="$GPU_TESTS gv_gpu_verbs gv_pingpong"
 # shellcheck disable=SC2086  # word splitting of the target lists is intended
 cmake --build build-dev -j16 --target $TARGETS ${EXTRA_TARGETS:-} >> "$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
 
 if [[ -z "${GV_SKIP_TESTS:-}" ]]; then
   : > "$OUT/tests.log"
-  for t in test_gpu_ib test_gpu_engine test_gpu_cpu_engine; do
+  for t in $GPU_TESTS; do
     log "$t"
     echo "## $t" >> "$OUT/tests.log"
     echo "$t $(limited 240 "$OUT/tests.log" "build-dev/tests/gpu/$t")" | tee -a "$S"
   done
   grep -E "PASSED|FAILED|SKIPPED|Failure" "$OUT/tests.log" | head -30 | tee -a "$S"
-  # Not test_gpu_engine: compute-sanitizer serialises kernels, and every test there needs the
+  # Not test_gpu_engine*: compute-sanitizer serialises kernels, and every test there needs the
   # resident engine to run beside the test's kernels (it hangs until the step's time limit).
   # Nor test_gpu_cpu_engine's two-engine atomics stress: under memcheck its 1600 copy-based
   # atomics outlast the kernels' bounded waits (run 7: a timeout, nothing else).
@@ -65,13 +68,13 @@ fi
 
 B="$OUT/bench.txt"; J="$OUT/bench.json"
 V=build-dev/bench/gv_gpu_verbs
-# run LIMIT CMD...: text into bench.txt, then --json into bench.json (its stderr into bench.txt).
+# run LIMIT CMD...: the table into bench.txt, the JSON rows (after one naming the run) into bench.json.
 run() {
   local limit=$1; shift
   local t; t=$(budget "$limit")
-  if (( t < 10 )); then echo "\$ $* --json: skipped (out of time)" >> "$B"; return; fi
-  echo "\$ $* --json" >> "$B"
-  timeout "$t" "$@" --json >> "$J" 2>> "$B"  # notes on stderr stay out of the JSON
+  if (( t < 10 )); then echo "\$ $*: skipped (out of time)" >> "$B"; return; fi
+  echo "\$ $* --json $J" >> "$B"
+  timeout "$t" "$@" --json "$J" >> "$B" 2>&1
   echo "rc=$?" >> "$B"
 }
 log "benchmarks: ${GV_BENCH:-postpoll anchors pingpong host-pingpong}"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every test gpuverbs has, in the order CI runs them. Stops at the first failure.
 #
-#   bash scripts/test.sh
+#   bash scripts/test.sh              # every stage
+#   bash scripts/test.sh ctest tsan   # the named stages, in the order given
+#   bash scripts/test.sh -h           # this text
 #
 # Stages:
 #   setup     scripts/setup.sh (installs missing packages as root)
@@ -13,15 +15,30 @@
 #             (find_package(gpuverbs)) from a copy outside the source tree, run it
 #
 # Environment: GV_JOBS (default nproc), GV_STAGES (default "setup build ctest asan tsan
-# consumer": run a subset, e.g. GV_STAGES="tsan"), GV_BUILD_TYPE (default Release),
+# consumer": the stages to run when none are named), GV_BUILD_TYPE (default Release),
 # GV_CTEST_TIMEOUT (seconds per test, default 300), GV_CTEST_ARGS (extra ctest arguments for
 # every ctest stage, e.g. GV_CTEST_ARGS="-E SoftStress").
+# Exit status: 0 when every stage passed, 1 when one failed, 2 for an unknown argument or stage.
 set -uo pipefail
 GV_SCRIPT=test
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$GV_ROOT"
 
-STAGES=${GV_STAGES:-setup build ctest asan tsan consumer}
+ALL_STAGES="setup build ctest asan tsan consumer"
+usage() { sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+named=()
+for a in "$@"; do
+  case $a in
+    -h | --help) usage; exit 0 ;;
+    -*) echo "scripts/test.sh: unknown argument '$a' (stages: $ALL_STAGES; -h for help)" >&2; exit 2 ;;
+    *) named+=("$a") ;;
+  esac
+done
+if ((${#named[@]})); then STAGES=${named[*]}; else STAGES=${GV_STAGES:-$ALL_STAGES}; fi
+for s in $STAGES; do
+  [[ " $ALL_STAGES " == *" $s "* ]] ||
+    { echo "scripts/test.sh: unknown stage '$s' (stages: $ALL_STAGES; -h for help)" >&2; exit 2; }
+done
 SUMMARY=()
 T0=$SECONDS
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/gpuverbs-test.XXXXXX")
@@ -168,6 +185,7 @@ stage_consumer() {
   mkdir -p "$tmp"
   cmake --install build --prefix "$tmp/prefix" >"$LOGDIR/install.log" 2>&1 ||
     { cat "$LOGDIR/install.log"; echo "cmake --install build failed"; return 1; }
+  [[ -f $tmp/prefix/share/doc/gpuverbs/LICENSE ]] || { echo "the install carries no LICENSE"; return 1; }
   # A copy outside the source tree: the consumer can only see the installed package.
   cp -r tests/consumer "$tmp/src"
   cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$tmp/prefix" \
@@ -175,10 +193,31 @@ stage_consumer() {
   cmake --build "$tmp/build" -j "$GV_JOBS"
   "$tmp/build/consumer_host"
   if [[ -x $tmp/build/consumer_kernel ]]; then note "host ran ok, kernel compiled"; else note "host ran ok, no nvcc: kernel skipped"; fi
+  [[ -x $tmp/build/consumer_kernel ]] || return 0
+  # CUDA enabled after find_package(gpuverbs): builds, or stops at configure time with the fix.
+  mkdir -p "$tmp/late"
+  cp tests/consumer/consumer_kernel.cu "$tmp/late/"
+  cat >"$tmp/late/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(gpuverbs_late_cuda LANGUAGES CXX)
+find_package(gpuverbs REQUIRED)
+set(CMAKE_CUDA_ARCHITECTURES 90)
+enable_language(CUDA)
+add_executable(consumer_kernel consumer_kernel.cu)
+target_link_libraries(consumer_kernel PRIVATE gpuverbs::host_setup gpuverbs::device_api)
+set_target_properties(consumer_kernel PROPERTIES CUDA_STANDARD 20 CUDA_RUNTIME_LIBRARY Static)
+CMAKE
+  if cmake -S "$tmp/late" -B "$tmp/late-build" -DCMAKE_PREFIX_PATH="$tmp/prefix" "${CUDA_ARGS[@]}" >"$LOGDIR/late.log" 2>&1; then
+    cmake --build "$tmp/late-build" -j "$GV_JOBS" || { echo "CUDA enabled after find_package: configured but did not build"; return 1; }
+    note "CUDA after find_package: builds"
+  elif grep -q "CUDA was enabled after find_package(gpuverbs)" "$LOGDIR/late.log"; then
+    note "CUDA after find_package: refused at configure time with the fix"
+  else
+    cat "$LOGDIR/late.log"; echo "CUDA enabled after find_package failed without gpuverbs' message"; return 1
+  fi
 }
 
 for s in $STAGES; do
-  declare -F "stage_$s" >/dev/null || { echo "unknown stage '$s'"; exit 2; }
   CUR_STAGE=$s
   run_stage "$s" "stage_$s"
 done

@@ -122,6 +122,15 @@ inline std::string bw_json(const std::string& bench, const std::string& extra, s
   return "{\"bench\":\"" + bench + "\"," + extra + b;
 }
 
+/// A message-rate row: `qps` QPs sent `messages` of `bytes` together (`iters` each) at `mmsg_per_s`.
+inline std::string msgrate_json(const std::string& extra, std::uint32_t bytes, std::uint64_t iters, int qps,
+                                double messages, double mmsg_per_s) {
+  char b[256];
+  std::snprintf(b, sizeof(b), "\"bytes\":%u,\"iters\":%llu,\"qps\":%d,\"messages\":%.0f,\"mmsg_per_s\":%.4f}", bytes,
+                static_cast<unsigned long long>(iters), qps, messages, mmsg_per_s);
+  return "{\"bench\":\"msgrate\"," + extra + b;
+}
+
 /// Sizes 2^lo .. 2^hi bytes.
 inline std::vector<std::uint64_t> pow2_sizes(unsigned lo, unsigned hi) {
   std::vector<std::uint64_t> v;

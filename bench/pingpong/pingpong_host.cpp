@@ -1,227 +1,217 @@
-// gv_pingpong: RDMA WRITE ping-pong between two QPs driven by two host threads that run the
-// device API (the GPU modes live in the GPU benchmarks). The receiver polls the last byte of
-// the message (perftest's write_lat, the dissertation's measurement), or with
-// --poll completion waits for a WRITE_WITH_IMM's receive completion.
-// Reports half the round trip, perftest's columns, in microseconds.
+// gv_pingpong: the verbs path on host threads through the software HCA's CPU engine: RDMA WRITE
+// ping-pong latency, bandwidth and message rate. A CPU figure: no GPU is involved (the GPU
+// modes are gv_gpu_verbs). The experiments are the ones gv_gpu_verbs runs in kernels
+// (bench/common/experiments.hpp), here on one host thread per QP.
+//
+//   latency  two QPs, a thread each; the receiver polls the last byte of the message
+//            (perftest's write_lat, the dissertation's measurement), or with --poll completion
+//            waits for a WRITE_WITH_IMM's receive completion. Half the round trip, perftest's
+//            columns, in microseconds.
+//   bw       WRITEs from one QP, kWindow in flight, one CQE per kSignalEvery: perftest's
+//            bandwidth columns (GB/s = 1e9 B/s).
+//   msgrate  8 B and 64 B inline WRITEs on 1, 2, 4, ... QPs, a thread each, as many as the
+//            cores allow besides the CPU engine's.
+//
+// Every thread here spins (posters, pollers and the engine): with more of them than cores the
+// figures measure the scheduler, so such runs are flagged with a warning, and message-rate rows
+// that would need more threads than cores are skipped.
 #include <algorithm>
-#include <chrono>
-#include <cstring>
-#include <iostream>
+#include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gpuverbs/host/verbs.hpp>
-#include <gpuverbs/ib.hpp>
 
+#include "../common/args.hpp"
+#include "../common/bed.hpp"
+#include "../common/measure.hpp"
+#include "../common/report.hpp"
 #include "../common/stats.hpp"
 
+namespace gv::bench {
 namespace {
 
-using gv::Status;
-using gv::ib::Ownership;
+constexpr int kMaxQps = 32;  ///< message rate: QPs at most
 
 struct Options {
   std::string provider = "soft";
-  std::vector<std::uint64_t> sizes{8};
+  std::vector<std::uint64_t> sizes;  ///< empty: 8 B for latency, 64 KiB for bandwidth
   std::uint64_t iters = 1000;
-  std::uint64_t warmup = 100;
   bool completion = false;
-  bool json = false;
+  bool latency = true, bw = true, msgrate = true;
+  std::string json;  ///< --json FILE: where JSON rows go (empty: none)
 };
 
-[[noreturn]] void usage(const char* argv0, const std::string& why) {
-  std::cerr << argv0 << ": " << why << "\n"
-            << "usage: " << argv0
-            << " [--provider NAME] [-s BYTES | -a] [-n ITERS] [--poll last-byte|completion] [--json]\n"
-            << "  -a          all sizes 8 B .. 4 MiB (iterations drop to 100 above 64 KiB)\n";
-  throw std::invalid_argument(why);
-}
+constexpr char kUsage[] =
+    "usage: gv_pingpong [--provider NAME] [-s BYTES | -a] [-n ITERS] [--poll last-byte|completion]\n"
+    "                   [--run LIST] [--json FILE]\n"
+    "  -s BYTES    one message size, 1 .. 1073741824 (default: 8 B for latency, 64 KiB for bw;\n"
+    "              msgrate always sends 8 B and 64 B)\n"
+    "  -a          all sizes 8 B .. 4 MiB (latency runs at most 100 iterations above 64 KiB)\n"
+    "  -n ITERS    exchanges a size (latency; 100 warm-up ones first), messages a size (bw, at most\n"
+    "              512 MiB) or a QP (msgrate); 1 .. 1000000, default 1000\n"
+    "  --poll      latency: last-byte, the receiver polls the message's last byte (default), or\n"
+    "              completion: WRITE_WITH_IMM, the receiver polls its receive CQ\n"
+    "  --run LIST  comma list of latency, bw, msgrate (default: all three)\n"
+    "  --json FILE append one JSON object per row to FILE, after one naming the run (commit,\n"
+    "              device, date, command); the table is printed either way\n"
+    "  -h, --help  this text\n";
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage(argv[0], a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--provider") o.provider = next();
-    else if (a == "-s" || a == "--size") o.sizes = {std::stoull(next())};
-    else if (a == "-a" || a == "--all") o.sizes = gv::bench::pow2_sizes(3, 22);
-    else if (a == "-n" || a == "--iters") o.iters = std::stoull(next());
+  ArgWalker args(argc, argv);
+  while (args.more()) {
+    const std::string a = args.next();
+    if (a == "--provider") o.provider = args.value(a);
+    else if (a == "-s" || a == "--size") o.sizes = {args.number(a, 1, std::uint64_t{1} << 30)};
+    else if (a == "-a" || a == "--all") o.sizes = pow2_sizes(3, 22);
+    else if (a == "-n" || a == "--iters") o.iters = args.number(a, 1, 1'000'000);
     else if (a == "--poll") {
-      const std::string p = next();
-      if (p != "last-byte" && p != "completion") usage(argv[0], "--poll takes last-byte or completion");
+      const std::string p = args.value(a);
+      if (p != "last-byte" && p != "completion") throw UsageError("--poll takes last-byte or completion");
       o.completion = p == "completion";
-    } else if (a == "--json") o.json = true;
-    else usage(argv[0], "unknown argument " + a);
+    } else if (a == "--run") {
+      o.latency = o.bw = o.msgrate = false;
+      const std::string list = args.value(a);
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t end = std::min(list.find(',', at), list.size());
+        const std::string b = list.substr(at, end - at);
+        if (b == "latency") o.latency = true;
+        else if (b == "bw") o.bw = true;
+        else if (b == "msgrate") o.msgrate = true;
+        else throw UsageError("--run takes a comma list of latency, bw, msgrate; not '" + b + "'");
+        at = end + 1;
+      }
+    } else if (a == "--json") o.json = args.value(a);
+    else throw UsageError("unknown argument " + a);
   }
-  for (auto s : o.sizes)
-    if (s == 0 || s > (std::uint64_t{1} << 30)) usage(argv[0], "sizes are 1 B .. 1 GiB");
-  if (o.iters == 0) usage(argv[0], "-n must be positive");
   return o;
 }
 
-/// One side of the ping-pong: its QP, CQ, and a registered buffer the peer writes into.
-struct Side {
-  std::unique_ptr<gv::ProtectionDomain> pd;
-  std::unique_ptr<gv::CompletionQueue> cq;
-  std::unique_ptr<gv::QueuePair> qp;
-  std::uint8_t* buf = nullptr;
-  std::unique_ptr<gv::MemoryRegion> mr;
-  gv::ib::QpHandle h{};
-  gv::ib::CqHandle ch{};
+/// QP pairs on one device of `provider`, run by host threads (at most one per pair, or two for
+/// the one pair of a ping-pong); the roles' results in plain memory.
+class HostBed {
+ public:
+  HostBed(const std::string& provider, const Shape& shape, std::uint64_t samples_per_role)
+      : cap_(samples_per_role), status_(std::max<std::size_t>(2, static_cast<std::size_t>(shape.pairs))),
+        samples_(status_.size() * cap_), bed_(open(provider, shape), shape) {}
+
+  std::size_t region() const { return bed_.region(); }
+  void put(int e, std::size_t off, const std::uint8_t* src, std::size_t n) { bed_.put(e, off, src, n); }
+  std::vector<std::uint8_t> get(int e, std::size_t off, std::size_t n) const { return bed_.get(e, off, n); }
+  RoleResults results() { return RoleResults{status_.data(), samples_.data(), cap_}; }
+  template <class Exp>
+  void run(const Exp& exp, int roles, const std::string& what) {
+    bed_.run_on_threads(exp, roles, results(), what);
+  }
+
+ private:
+  static std::vector<std::unique_ptr<gv::Device>> open(const std::string& provider, const Shape& shape) {
+    gv::DeviceOptions o;
+    o.arena_bytes = arena_bytes(shape, 2 * shape.pairs, true);
+    std::vector<std::unique_ptr<gv::Device>> v;
+    v.push_back(gv::Device::open(provider, o));
+    return v;
+  }
+
+  std::uint64_t cap_;
+  std::vector<Status> status_;
+  std::vector<std::uint64_t> samples_;
+  QpBed bed_;
 };
 
-constexpr std::uint32_t kSignalEvery = 32;
-constexpr std::uint32_t kRecvDepth = 64;
+unsigned cores() { return std::max(1u, std::thread::hardware_concurrency()); }
 
-/// Run `n` exchanges of `bytes` from this side's point of view. `starts` sends first.
-/// Returns per-round-trip times (starter only) in microseconds.
-Status run_side(Side& me, const Side& peer, std::uint64_t bytes, std::uint64_t n, bool starts,
-                bool completion, std::uint32_t max_inline, std::vector<double>* rtt_us) {
-  const bool inl = bytes <= max_inline && !completion;
-  gv::ib::Sge sge{reinterpret_cast<std::uint64_t>(me.buf + bytes), static_cast<std::uint32_t>(bytes),
-                  me.mr->lkey()};
-  gv::ib::SendWr wr;
-  wr.opcode = completion ? gv::ib::WrOpcode::kRdmaWriteImm : gv::ib::WrOpcode::kRdmaWrite;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.remote_addr = reinterpret_cast<std::uint64_t>(peer.buf);
-  wr.rkey = peer.mr->rkey();
-  std::uint8_t* out = me.buf + bytes;      // outgoing message
-  volatile std::uint8_t* in_last = me.buf + bytes - 1;  // last byte of the incoming one
-  gv::ib::Sge rsge{reinterpret_cast<std::uint64_t>(me.buf), 0, me.mr->lkey()};
-  std::uint64_t early_recvs = 0;  // receive completions consumed while waiting for a send's
+/// A warning when `threads` spinning threads (the CPU engine's included) outnumber the cores.
+void warn_if_oversubscribed(unsigned threads, const char* who) {
+  if (threads <= cores()) return;
+  std::printf("# warning: %u spinning threads (%s and the CPU engine's) on %u cores: the figures below "
+               "include the scheduler's time slices, not only the verbs path\n",
+              threads, who, cores());
+}
 
-  auto send = [&](std::uint64_t i) -> Status {
-    out[bytes - 1] = static_cast<std::uint8_t>(i + 1);
-    wr.flags = (i % kSignalEvery == kSignalEvery - 1 ? gv::ib::kWrSignaled : 0u) |
-               (inl ? gv::ib::kWrInline : 0u);
-    wr.imm = static_cast<std::uint32_t>(i);
-    if (Status st = gv::ib::post_send<Ownership::kExclusive>(me.h, wr); st != Status::kOk) return st;
-    if (wr.flags & gv::ib::kWrSignaled) {
-      // Retire the signaled WQE (and the unsignaled run before it) to keep the ring free.
-      gv::ib::Completion c;
-      for (;;) {
-        const Status st = gv::ib::poll_cq<Ownership::kExclusive>(me.ch, c);
-        if (st != Status::kOk) return st;
-        if (c.is_send()) break;
-        if (Status r = gv::ib::post_recv<Ownership::kExclusive>(me.h, &rsge, 1); r != Status::kOk) return r;
-        early_recvs++;
-      }
-    }
-    return Status::kOk;
-  };
-  auto receive = [&](std::uint64_t i) -> Status {
-    if (completion) {
-      if (early_recvs > 0) {
-        --early_recvs;
-        return Status::kOk;
-      }
-      gv::ib::Completion c;
-      for (;;) {
-        const Status st = gv::ib::poll_cq<Ownership::kExclusive>(me.ch, c);
-        if (st != Status::kOk) return st;
-        if (!c.is_send()) break;
-      }
-      return gv::ib::post_recv<Ownership::kExclusive>(me.h, &rsge, 1);
-    }
-    const auto want = static_cast<std::uint8_t>(i + 1);
-    return gv::sync::bounded_wait(
-        [&] { return gv::sync::load_acquire(const_cast<std::uint8_t*>(in_last)) == want; },
-        gv::Budget{}, me.h.abort);
-  };
+std::string json_keys(const std::string& provider, const char* variant) {
+  return "\"provider\":\"" + provider + "\",\"mode\":\"cpu-threads\",\"variant\":\"" + variant + "\",";
+}
 
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (starts) {
-      if (Status st = send(i); st != Status::kOk) return st;
-      if (Status st = receive(i); st != Status::kOk) return st;
-      const auto t1 = std::chrono::steady_clock::now();
-      if (rtt_us) rtt_us->push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    } else {
-      if (Status st = receive(i); st != Status::kOk) return st;
-      if (Status st = send(i); st != Status::kOk) return st;
+void run_latency(const Options& o, JsonLog& json) {
+  const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{8} : o.sizes;
+  Shape shape;
+  shape.region = region_for(*std::max_element(sizes.begin(), sizes.end()));
+  HostBed tb(o.provider, shape, o.iters + 100);
+  const char* variant = o.completion ? "completion" : "last_byte";
+  std::printf("# latency: RDMA WRITE ping-pong, provider %s (CPU engine), a host thread a side, %s; "
+              "half the round trip\n",
+              o.provider.c_str(),
+              o.completion ? "WRITE_WITH_IMM, the receiver polls its receive CQ" : "the receiver polls the last byte");
+  warn_if_oversubscribed(3, "2 ping-pong threads");
+  print_latency_header(stdout);
+  for (const std::uint64_t bytes : sizes) {
+    const bool big = bytes > 65536;
+    const std::uint64_t iters = big ? std::min<std::uint64_t>(o.iters, 100) : o.iters;
+    const std::uint64_t warmup = big ? 10 : 100;
+    const std::string what = "latency " + std::to_string(bytes) + " B";
+    const LatencyStats s = measure_pingpong(tb, bytes, iters, warmup, o.completion, what);
+    print_latency_row(stdout, bytes, iters, s);
+    json.row(latency_json("pingpong", json_keys(o.provider, variant), bytes, iters, s));
+  }
+}
+
+void run_bw(const Options& o, JsonLog& json) {
+  const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{65536} : o.sizes;
+  Shape shape;
+  shape.region = region_for(*std::max_element(sizes.begin(), sizes.end()));
+  HostBed tb(o.provider, shape, o.iters + 100);
+  std::printf("# bw: RDMA WRITEs from one QP, a host thread, %llu in flight, one CQE per %u, at most 512 MiB a "
+              "size; GB/s = 1e9 B/s\n",
+              static_cast<unsigned long long>(kWindow), kSignalEvery);
+  warn_if_oversubscribed(2, "1 posting thread");
+  print_bw_header(stdout);
+  for (const std::uint64_t bytes : sizes) {
+    const std::uint64_t n = bw_messages(o.iters, bytes);
+    const BwStats s = measure_bw(tb, bytes, n, "bw " + std::to_string(bytes) + " B");
+    print_bw_row(stdout, bytes, n, s);
+    json.row(bw_json("bw", json_keys(o.provider, "write"), bytes, n, s));
+  }
+}
+
+void run_msgrate(const Options& o, JsonLog& json) {
+  Shape shape;
+  shape.pairs = std::clamp(static_cast<int>(cores()) - 1, 1, kMaxQps);
+  HostBed tb(o.provider, shape, o.iters + 100);
+  std::printf("# msgrate: inline RDMA WRITEs, a host thread per QP, %llu in flight, one CQE per %u, %llu per QP\n",
+              static_cast<unsigned long long>(kWindow), kSignalEvery, static_cast<unsigned long long>(o.iters));
+  std::printf(" %-6s %-8s %-12s %s\n", "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]");
+  for (const std::uint32_t bytes : {8u, 64u}) {
+    for (int qps = 1; qps <= kMaxQps; qps *= 2) {
+      if (qps > shape.pairs) {
+        std::printf("# msgrate: %d QPs and more skipped: %d posting threads and the CPU engine's exceed the %u cores\n",
+                    qps, qps, cores());
+        break;
+      }
+      const std::string what = "msgrate " + std::to_string(qps) + " QPs " + std::to_string(bytes) + " B";
+      const double rate = measure_msgrate(tb, bytes, qps, o.iters, what);
+      const double total = static_cast<double>(o.iters) * qps;
+      std::printf(" %-6d %-8u %-12.0f %.4f\n", qps, bytes, total, rate);
+      json.row(msgrate_json(json_keys(o.provider, "inline"), bytes, o.iters, qps, total, rate));
     }
   }
-  return Status::kOk;
+}
+
+int run(const Options& o, int argc, char** argv) {
+  JsonLog json;
+  if (!o.json.empty()) json.open(o.json, "soft provider, CPU engine, on " + host_cpu(), argc, argv);
+  if (o.latency) run_latency(o, json);
+  if (o.bw) run_bw(o, json);
+  if (o.msgrate) run_msgrate(o, json);
+  return 0;
 }
 
 }  // namespace
+}  // namespace gv::bench
 
-int main(int argc, char** argv) try {
-  const Options o = parse(argc, argv);
-  auto dev = gv::Device::open(o.provider);
-  const std::uint64_t max_bytes = *std::max_element(o.sizes.begin(), o.sizes.end());
-  gv::QpCaps caps;
-  caps.max_inline = 64;
-  Side a, b;
-  for (Side* s : {&a, &b}) {
-    s->pd = dev->alloc_pd();
-    s->cq = dev->create_cq(1024);
-    s->qp = s->pd->create_qp(*s->cq, *s->cq, caps);
-    // [0, max): incoming message; [max, 2*max): outgoing message.
-    s->buf = static_cast<std::uint8_t*>(dev->alloc(2 * max_bytes));
-    std::memset(s->buf, 0, 2 * max_bytes);
-    s->mr = s->pd->reg_mr(s->buf, 2 * max_bytes, gv::kLocalWrite | gv::kRemoteWrite);
-  }
-  a.qp->connect(b.qp->info());
-  b.qp->connect(a.qp->info());
-  for (Side* s : {&a, &b}) {
-    s->h = s->qp->device_handle();
-    s->ch = s->cq->device_handle();
-    // WRITE_WITH_IMM consumes a receive: keep kRecvDepth posted (each side reposts one per
-    // message), so the peer never meets an empty receive queue.
-    if (o.completion) {
-      gv::ib::Sge none{reinterpret_cast<std::uint64_t>(s->buf), 0, s->mr->lkey()};
-      for (std::uint32_t i = 0; i < kRecvDepth; ++i)
-        if (gv::ib::post_recv<Ownership::kExclusive>(s->h, &none, 1) != Status::kOk)
-          throw gv::Error("posting the initial receives failed");
-    }
-  }
-
-  const std::string mode = "host-threads";
-  if (!o.json) {
-    std::printf("# gv_pingpong: RDMA WRITE ping-pong, provider %s (CPU engine), %s, poll %s\n",
-                dev->name().c_str(), mode.c_str(), o.completion ? "completion" : "last byte");
-    std::printf("# latency is half the round trip\n");
-    gv::bench::print_latency_header(stdout);
-  }
-  for (const std::uint64_t bytes : o.sizes) {
-    const std::uint64_t iters = bytes > 65536 && o.sizes.size() > 1 ? std::min<std::uint64_t>(o.iters, 100) : o.iters;
-    // Fresh counters per size: both sides restart their sequence numbers.
-    std::memset(a.buf, 0, 2 * max_bytes);
-    std::memset(b.buf, 0, 2 * max_bytes);
-    std::vector<double> rtt;
-    rtt.reserve(iters);
-    Status sa = Status::kOk, sb = Status::kOk;
-    std::thread responder([&] {
-      sb = run_side(b, a, bytes, o.warmup + iters, false, o.completion, caps.max_inline, nullptr);
-    });
-    sa = run_side(a, b, bytes, o.warmup + iters, true, o.completion, caps.max_inline, &rtt);
-    if (sa != Status::kOk) dev->abort();  // release the responder's waits
-    responder.join();
-    if (sa != Status::kOk || sb != Status::kOk) {
-      std::fprintf(stderr, "gv_pingpong: %llu B failed: initiator %s, responder %s\n",
-                   static_cast<unsigned long long>(bytes), gv::to_string(sa), gv::to_string(sb));
-      return 1;
-    }
-    std::vector<double> half(rtt.begin() + static_cast<std::ptrdiff_t>(o.warmup), rtt.end());
-    for (double& v : half) v /= 2;
-    const auto s = gv::bench::summarize(half);
-    if (o.json) {
-      std::printf("%s\n", gv::bench::latency_json("pingpong", "\"provider\":\"" + dev->name() + "\",\"mode\":\"" + mode +
-                                                                  "\",\"poll\":\"" + (o.completion ? "completion" : "last_byte") + "\",",
-                                                  bytes, iters, s).c_str());
-    } else {
-      gv::bench::print_latency_row(stdout, bytes, iters, s);
-    }
-  }
-  return 0;
-} catch (const std::invalid_argument&) {
-  return 2;
-} catch (const std::exception& e) {
-  std::fprintf(stderr, "gv_pingpong: %s\n", e.what());
-  return 1;
+int main(int argc, char** argv) {
+  using namespace gv::bench;
+  return run_main("gv_pingpong", kUsage, [&] { return run(parse(argc, argv), argc, argv); });
 }

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include <gpuverbs/config.hpp>
-#include <gpuverbs/host/types.hpp>
+#include <gpuverbs/types.hpp>
 #include <gpuverbs/ib/mlx5_format.hpp>
 
 namespace gv::soft {

@@ -36,384 +36,22 @@
 #include <cstdint>
 #include <cstring>
 
+#include <gpuverbs/ib/cqe.hpp>
 #include <gpuverbs/ib/encode.hpp>
 #include <gpuverbs/ib/mlx5_format.hpp>
 #include <gpuverbs/ib/ring.hpp>
 #include <gpuverbs/sync.hpp>
 
+#include "arena.hpp"
+#include "completions.hpp"
 #include "contexts.hpp"
+#include "qp_visit.hpp"
+#include "translate.hpp"
+#include "wqe.hpp"
 
 namespace gv::soft {
 
 namespace m5 = gv::ib::mlx5;
-
-/// One arena as mapped into the executing engine's address space.
-struct Arena {
-  std::byte* base = nullptr;
-  GV_HD ArenaHeader* hdr() const { return reinterpret_cast<ArenaHeader*>(base); }
-  template <class T>
-  GV_HD T* at(std::uint64_t off) const { return reinterpret_cast<T*>(base + off); }
-  GV_HD MrEntry* mrs() const { return at<MrEntry>(ArenaLayout::kMrs); }
-  GV_HD QpCtx* qps() const { return at<QpCtx>(ArenaLayout::kQps); }
-  GV_HD CqCtx* cqs() const { return at<CqCtx>(ArenaLayout::kCqs); }
-};
-
-/// Minimum qpn-to-slot and key-to-slot mappings, shared with the host library.
-GV_HD GV_INLINE constexpr std::uint32_t mr_slot(std::uint32_t key) { return key >> 8; }
-
-GV_HD GV_INLINE void set_qp_error(QpCtx& q) {
-  sync::store_release(&q.state, static_cast<std::uint32_t>(QpState::kError));
-}
-
-GV_HD GV_INLINE void raise_async(const Arena& a, AsyncEventType type, std::uint32_t number,
-                                 std::uint64_t detail) {
-  ArenaHeader* h = a.hdr();
-  const std::uint64_t i = sync::fetch_add(&h->events_head, std::uint64_t{1});
-  AsyncEvent* e = &h->events[i % kAsyncEventSlots];
-  sync::store_relaxed(&e->number, number);
-  sync::store_relaxed(&e->detail, detail);
-  sync::store_release(reinterpret_cast<std::uint32_t*>(&e->type), static_cast<std::uint32_t>(type));
-}
-
-/// IB encoding of the minimal RNR NAK timer (IBA table 45), in nanoseconds.
-GV_HD GV_INLINE constexpr std::uint64_t rnr_timer_ns(std::uint32_t code) {
-  constexpr std::uint32_t us[32] = {655360, 10,    20,    30,    40,    60,    80,    120,
-                                    160,    240,   320,   480,   640,   960,   1280,  1920,
-                                    2560,   3840,  5120,  7680,  10240, 15360, 20480, 30720,
-                                    40960,  61440, 81920, 122880, 163840, 245760, 327680, 491520};
-  return std::uint64_t{us[code & 31]} * 1000;
-}
-
-// ---- Memory translation ----------------------------------------------------------------------
-
-enum class MemCheck : std::uint8_t { kOk, kNoKey, kPd, kBounds, kAccess, kUnreachable };
-
-/// A table field another agent may rewrite (an MR entry's, a peer QP's): ld.cg on the GPU
-/// (from L2, or from the peer over NVLink; never a stale L1 line), so the loads of one entry
-/// are all in flight together and a peer GPU's entry costs one round trip; a relaxed atomic
-/// load on the host (some fields, a QP's state, change while we read).
-template <class T>
-GV_HD GV_INLINE T load_field(const T* p) {
-#if GV_DEVICE_PASS
-  if constexpr (sizeof(T) == 8) return static_cast<T>(__ldcg(reinterpret_cast<const unsigned long long*>(p)));
-  else return static_cast<T>(__ldcg(reinterpret_cast<const unsigned int*>(p)));
-#else
-  return sync::load_relaxed(p);
-#endif
-}
-
-/// The field an entry's writer stores last (an MR's key, a QP's qpn): load_field() on the GPU,
-/// an acquire load on the host, issued before the entry's other loads.
-GV_HD GV_INLINE std::uint32_t load_key(const std::uint32_t* p) {
-#if GV_DEVICE_PASS
-  return load_field(p);
-#else
-  return sync::load_acquire(p);
-#endif
-}
-
-/// The MR entry a key names in arena `a` (one round of loads), or an empty entry for a key
-/// outside the table. len == 0 needs no key (IB), so no load is made for it.
-GV_HD GV_INLINE MrEntry load_mr(const Arena& a, std::uint32_t key, std::uint64_t len) {
-  MrEntry e{};
-  if (len == 0 || mr_slot(key) >= kMaxMrs) return e;
-  const MrEntry* m = a.mrs() + mr_slot(key);
-  e.key = load_key(&m->key);
-  e.access = load_field(&m->access);
-  e.pdn = load_field(&m->pdn);
-  e.in_arena = load_field(&m->in_arena);
-  e.addr = load_field(&m->addr);
-  e.length = load_field(&m->length);
-  e.arena_off = load_field(&m->arena_off);
-  return e;
-}
-
-/// Check [addr, addr+len) under `key` against the MR entry `mr` of arena `a` (from load_mr):
-/// key, protection domain, bounds and access rights; on success `out` is the range's address
-/// in this engine. `owner_pid` is the process owning `a`: memory outside an arena is
-/// reachable only in our own process.
-GV_HD GV_INLINE MemCheck check_mr(const Arena& a, const MrEntry& mr, std::int32_t owner_pid,
-                                  std::int32_t self_pid, std::uint32_t key, std::uint64_t addr,
-                                  std::uint64_t len, std::uint32_t pdn, std::uint32_t need,
-                                  std::byte*& out) {
-  out = nullptr;
-  if (len == 0) return MemCheck::kOk;
-  if (mr.key != key || key == 0) return MemCheck::kNoKey;
-  if (mr.pdn != pdn) return MemCheck::kPd;
-  if (addr < mr.addr || len > mr.length || addr - mr.addr > mr.length - len)
-    return MemCheck::kBounds;
-  if ((mr.access & need) != need) return MemCheck::kAccess;
-  if (mr.in_arena) {
-    out = a.base + mr.arena_off + (addr - mr.addr);
-  } else if (owner_pid == self_pid) {
-    out = reinterpret_cast<std::byte*>(addr);
-  } else {
-    return MemCheck::kUnreachable;  // private memory of another process
-  }
-  return MemCheck::kOk;
-}
-
-/// load_mr and check_mr in one step.
-GV_HD GV_INLINE MemCheck resolve(const Arena& a, std::int32_t owner_pid, std::int32_t self_pid,
-                                 std::uint32_t key, std::uint64_t addr, std::uint64_t len,
-                                 std::uint32_t pdn, std::uint32_t need, std::byte*& out) {
-  return check_mr(a, load_mr(a, key, len), owner_pid, self_pid, key, addr, len, pdn, need, out);
-}
-
-// ---- Completions ---------------------------------------------------------------------------
-
-/// Declare CQ `cq_slot` of arena `a` overrun by the CQE of producer count p (once): its error
-/// flag, an asynchronous event, and every QP of the arena using it in error.
-GV_HD GV_NOINLINE inline void declare_cq_overrun(Arena a, std::uint32_t cq_slot, std::uint64_t p) {
-  CqCtx* cq = a.cqs() + cq_slot;
-  std::uint32_t expected = 0;
-  if (!sync::compare_exchange(&cq->error, expected, std::uint32_t{1})) return;
-  raise_async(a, AsyncEventType::kCqOverrun, cq->cqn, p);
-  for (std::uint32_t i = 0; i < kMaxQps; ++i) {
-    QpCtx& q = a.qps()[i];
-    if (sync::load_acquire(&q.qpn) != 0 && (q.send_cq == cq_slot || q.recv_cq == cq_slot))
-      set_qp_error(q);
-  }
-}
-
-/// Append a CQE to CQ `cq_slot` of arena `a`. Returns false on overrun, after declaring it:
-/// the CQ's error flag is raised, an asynchronous event is queued in the CQ's arena and every
-/// QP of that arena using the CQ moves to the error state.
-GV_HD GV_NOINLINE inline bool push_cqe(Arena a, std::uint32_t cq_slot, m5::Cqe cqe, sync::Scope scope) {
-  CqCtx* cq = a.cqs() + cq_slot;
-  // Claiming a slot publishes nothing (the tail store below does): relaxed.
-  const std::uint64_t p = sync::fetch_add_relaxed(&cq->produced, std::uint64_t{1});
-  const auto* dbrec = a.at<m5::CqDbrec>(cq->dbrec_off);
-  const std::uint32_t ci24 = byteswap(sync::load_acquire(&dbrec->set_ci.raw)) & m5::kCqCiMask;
-  const std::uint64_t ci = ib::widen_below(p, ci24, 24);
-  if (p - ci >= (std::uint64_t{1} << cq->log_cqes)) {
-    declare_cq_overrun(a, cq_slot, p);
-    return false;
-  }
-  m5::Cqe* slot = a.at<m5::Cqe>(cq->ring_off) + (p & ((std::uint64_t{1} << cq->log_cqes) - 1));
-  cqe.op_own = static_cast<std::uint8_t>((cqe.op_own & 0xfe) | ib::owner_bit(p, cq->log_cqes));
-  std::memcpy(slot, &cqe, 60);
-  std::uint32_t tail;
-  std::memcpy(&tail, reinterpret_cast<const std::byte*>(&cqe) + 60, 4);
-  // The owner bit goes last: a poller that sees it sees the whole CQE.
-  sync::store_release(reinterpret_cast<std::uint32_t*>(&slot->wqe_counter), tail, scope);
-  return true;
-}
-
-GV_HD GV_INLINE m5::Cqe make_req_cqe(std::uint32_t qpn, std::uint8_t opcode, std::uint16_t idx,
-                                     std::uint32_t byte_len) {
-  m5::Cqe c{};
-  c.byte_cnt = be32::from(byte_len);
-  c.sop_drop_qpn = be32::from((std::uint32_t{opcode} << 24) | qpn);
-  c.wqe_counter = be16::from(idx);
-  c.op_own = static_cast<std::uint8_t>(m5::kCqeReq << 4);
-  return c;
-}
-
-GV_HD GV_INLINE m5::Cqe make_err_cqe(bool requester, std::uint32_t qpn, std::uint8_t opcode,
-                                     std::uint16_t idx, std::uint8_t syndrome) {
-  m5::ErrCqe e{};
-  e.syndrome = syndrome;
-  e.s_wqe_opcode_qpn = be32::from((std::uint32_t{opcode} << 24) | qpn);
-  e.wqe_counter = be16::from(idx);
-  e.op_own = static_cast<std::uint8_t>((requester ? m5::kCqeReqErr : m5::kCqeRespErr) << 4);
-  m5::Cqe c;
-  std::memcpy(&c, &e, sizeof(c));
-  return c;
-}
-
-// ---- The engine's view of its own QP -------------------------------------------------------
-
-/// What one visit of the engine to its own QP works on: the owner's fields, copied in one
-/// round after the visit's acquire (they do not change while the QP can execute), and the
-/// requester's progress (this engine's alone), kept in registers for the visit and stored
-/// back at its end. Read in place, every field was a global load, and the fence before each
-/// WQE's data (which also drops the SM's L1) sent them to L2 again for every WQE.
-struct QpVisit {
-  QpCtx* ctx;  ///< the QP itself: its state (error transitions) and receive counter stay there
-  std::uint32_t qpn, pdn, send_cq, recv_cq, sq_bbs, rnr_retry, peer_qpn;
-  std::int32_t peer_pid;
-  std::uint64_t sq_off, dbrec_off, peer_base;
-  std::uint64_t sq_head, sq_rung, last_doorbell, rnr_resume_ns;
-  std::uint32_t rnr_left, rnr_active;
-};
-
-/// Start a visit of q (after the acquire that made its fields current).
-GV_HD GV_INLINE QpVisit begin_visit(QpCtx& q) {
-  QpVisit v;
-  v.ctx = &q;
-  v.qpn = q.qpn;
-  v.pdn = q.pdn;
-  v.send_cq = q.send_cq;
-  v.recv_cq = q.recv_cq;
-  v.sq_bbs = q.sq_bbs;
-  v.rnr_retry = q.rnr_retry;
-  v.peer_qpn = q.peer_qpn;
-  v.peer_pid = q.peer_pid;
-  v.sq_off = q.sq_off;
-  v.dbrec_off = q.dbrec_off;
-  v.peer_base = q.peer_base;
-  v.sq_head = q.sq_head;
-  v.sq_rung = q.sq_rung;
-  v.last_doorbell = q.last_doorbell;
-  v.rnr_resume_ns = q.rnr_resume_ns;
-  v.rnr_left = q.rnr_left;
-  v.rnr_active = q.rnr_active;
-  return v;
-}
-
-/// End a visit: the requester's progress back into the QP.
-GV_HD GV_INLINE void end_visit(const QpVisit& v) {
-  QpCtx& q = *v.ctx;
-  q.sq_head = v.sq_head;
-  q.sq_rung = v.sq_rung;
-  q.last_doorbell = v.last_doorbell;
-  q.rnr_resume_ns = v.rnr_resume_ns;
-  q.rnr_left = v.rnr_left;
-  q.rnr_active = v.rnr_active;
-}
-
-// ---- WQE parsing ---------------------------------------------------------------------------
-
-inline constexpr std::uint32_t kMaxSge = 60;  ///< data segments one WQE can hold (ds <= 63)
-
-struct ParsedWqe {
-  std::uint8_t opcode = 0;
-  std::uint8_t fm_ce_se = 0;
-  std::uint32_t ds = 0;
-  std::uint32_t nbb = 1;
-  be32 imm{0};
-  std::uint64_t raddr = 0;
-  std::uint32_t rkey = 0;
-  std::uint64_t swap_add = 0, compare = 0;
-  std::uint32_t first_payload_oct = 0;  ///< octoword index where SGEs / inline data start
-  bool inl = false;
-  std::uint32_t inline_len = 0;
-  std::uint32_t num_sge = 0;
-  std::uint64_t length = 0;             ///< message length (sum of SGEs or inline length)
-  /// The first WQEBB, loaded in one round. Read only through first_bb() (constant indices),
-  /// so that the GPU engine keeps a WQE in registers, not local memory.
-  ib::Octoword head[4];
-  std::byte* local0 = nullptr;          ///< the first local SGE's address (execute())
-};
-
-/// Octoword k (< 4) of the WQE's first WQEBB.
-GV_HD GV_INLINE ib::Octoword first_bb(const ParsedWqe& w, std::uint32_t k) {
-  switch (k) {
-    case 0: return w.head[0];
-    case 1: return w.head[1];
-    case 2: return w.head[2];
-    default: return w.head[3];
-  }
-}
-
-/// 4-byte word i (< 16) of the WQE's first WQEBB, as it lies in memory.
-GV_HD GV_INLINE std::uint32_t first_bb_word(const ParsedWqe& w, std::uint32_t i) {
-  const ib::Octoword o = first_bb(w, i / 4);
-  switch (i % 4) {
-    case 0: return o.w[0];
-    case 1: return o.w[1];
-    case 2: return o.w[2];
-    default: return o.w[3];
-  }
-}
-
-/// Bytes [at, at + n) of the first WQEBB (n <= 8, at + n <= 64), little-endian, from registers.
-GV_HD GV_INLINE std::uint64_t first_bb_bytes(const ParsedWqe& w, std::uint32_t at, std::uint32_t n) {
-  if (at % 4 == 0) {  // an inline payload's start (byte 20 or 36): two word selections, not eight byte ones
-    const std::uint64_t lo = first_bb_word(w, at / 4);
-    const std::uint64_t hi = n > 4 ? first_bb_word(w, at / 4 + 1) : 0;
-    const std::uint64_t v = lo | (hi << 32);
-    return n >= 8 ? v : v & ((std::uint64_t{1} << (8 * n)) - 1);
-  }
-  std::uint64_t v = 0;
-  for (std::uint32_t i = 0; i < 8; ++i) {
-    if (i >= n) break;
-    const std::uint32_t b = at + i;
-    v |= std::uint64_t{(first_bb_word(w, b / 4) >> (8 * (b % 4))) & 0xffu} << (8 * i);
-  }
-  return v;
-}
-
-/// Octoword k of the WQE at WQEBB counter `start`.
-GV_HD GV_INLINE ib::Octoword sq_oct(const std::byte* sq, std::uint32_t sq_bbs, std::uint64_t start,
-                                    std::uint32_t k) {
-  return ib::load_octoword(sq + ib::sq_octoword_offset(start, k, sq_bbs));
-}
-
-/// Octoword k of the parsed WQE at `start`: from its first WQEBB, already loaded, or the ring.
-GV_HD GV_INLINE ib::Octoword wqe_oct(const ParsedWqe& w, const std::byte* sq, std::uint32_t sq_bbs,
-                                     std::uint64_t start, std::uint32_t k) {
-  return k < 4 ? first_bb(w, k) : sq_oct(sq, sq_bbs, start, k);
-}
-
-GV_HD GV_INLINE m5::DataSeg as_data_seg(const ib::Octoword& o) {
-  m5::DataSeg d;
-  std::memcpy(&d, &o, sizeof(d));
-  return d;
-}
-
-/// Parse and check the WQE at `start`; `avail` WQEBBs from `start` are published (avail >= 1).
-/// Returns 0 or the syndrome of a malformed WQE (LOCAL_QP_OP_ERR / LOCAL_LENGTH_ERR).
-GV_HD GV_INLINE std::uint8_t parse_wqe(const QpVisit& q, const std::byte* sq, std::uint64_t start,
-                                       std::uint64_t avail, ParsedWqe& w) {
-  // The whole first WQEBB in one round of loads: control, remote address, atomic and the
-  // first data or inline segment of every opcode lie in it.
-  for (std::uint32_t k = 0; k < 4; ++k) w.head[k] = sq_oct(sq, q.sq_bbs, start, k);
-  const ib::Octoword& c = w.head[0];
-  const std::uint32_t opmod_idx_opcode = byteswap(c.w[0]);
-  const std::uint32_t qpn_ds = byteswap(c.w[1]);
-  w.opcode = static_cast<std::uint8_t>(opmod_idx_opcode);
-  w.ds = qpn_ds & 0x3f;
-  w.fm_ce_se = static_cast<std::uint8_t>(c.w[2] >> 24);
-  w.imm = be32{c.w[3]};
-  w.nbb = ib::wqe_bbs(w.ds == 0 ? 1 : w.ds);
-  if (((opmod_idx_opcode >> 8) & 0xffff) != (start & 0xffff) || (qpn_ds >> 8) != q.qpn ||
-      w.ds == 0 || w.nbb > avail)
-    return m5::kSyndLocalQpOpErr;
-  std::uint32_t head;
-  switch (w.opcode) {
-    case m5::kOpNop: return w.ds == 1 ? 0 : m5::kSyndLocalQpOpErr;
-    case m5::kOpSend: case m5::kOpSendImm: head = 1; break;
-    case m5::kOpRdmaWrite: case m5::kOpRdmaWriteImm: case m5::kOpRdmaRead: head = 2; break;
-    case m5::kOpAtomicCs: case m5::kOpAtomicFa: head = 3; break;
-    default: return m5::kSyndLocalQpOpErr;
-  }
-  if (w.ds < head) return m5::kSyndLocalQpOpErr;
-  if (head >= 2) {
-    m5::RaddrSeg rs;
-    std::memcpy(&rs, &w.head[1], sizeof(rs));
-    w.raddr = rs.raddr.get();
-    w.rkey = rs.rkey.get();
-  }
-  if (head == 3) {
-    m5::AtomicSeg as;
-    std::memcpy(&as, &w.head[2], sizeof(as));
-    w.swap_add = as.swap_add.get();
-    w.compare = as.compare.get();
-  }
-  w.first_payload_oct = head;
-  const std::uint32_t rest = w.ds - head;
-  if (rest == 0) return 0;
-  const std::uint32_t bc = byteswap(first_bb(w, head).w[0]);
-  if (bc & m5::kInlineSeg) {
-    if (w.opcode == m5::kOpRdmaRead || head == 3) return m5::kSyndLocalQpOpErr;
-    w.inl = true;
-    w.inline_len = bc & ~m5::kInlineSeg;
-    if (sizeof(m5::InlineSeg) + w.inline_len > rest * 16u) return m5::kSyndLocalQpOpErr;
-    w.length = w.inline_len;
-    return 0;
-  }
-  w.num_sge = rest;
-  if (w.num_sge > kMaxSge) return m5::kSyndLocalQpOpErr;
-  for (std::uint32_t i = 0; i < w.num_sge; ++i)
-    w.length += as_data_seg(wqe_oct(w, sq, q.sq_bbs, start, head + i)).byte_count.get();
-  if (head == 3 && (w.num_sge != 1 || w.length != 8)) return m5::kSyndLocalLengthErr;
-  if (w.length > 0x80000000ull) return m5::kSyndLocalLengthErr;
-  return 0;
-}
-
-// ---- The engine step -------------------------------------------------------------------------
 
 /// Outcome of trying to execute one WQE.
 enum class Exec : std::uint8_t { kDone, kFailed, kRnrWait };
@@ -494,7 +132,7 @@ class Hca {
     // WQE's control segment) is checked against our qpn. A poster publishes both behind one
     // release with no order between them (QpHandle::record_polled), so either may be seen
     // first: a record not yet seen is taken at a later visit.
-    const std::uint64_t rec = ib::widen(q.sq_head, byteswap(snd) & 0xffff, 16);
+    const std::uint64_t rec = ib::widen(q.sq_head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
     const bool rung = db != q.last_doorbell;
     if (!rung && rec <= q.sq_rung && q.sq_head >= q.sq_rung) return false;
     sync::acquire_fence();
@@ -541,7 +179,7 @@ class Hca {
     if (const std::uint8_t fault = env.take_fault(); syndrome == 0) syndrome = fault;
     if (syndrome != 0) {
       env.settle();
-      push_cqe(a, q.send_cq, make_err_cqe(true, q.qpn, w.opcode, idx, syndrome), env.scope(a));
+      push_cqe(a, q.send_cq, ib::make_err_cqe(true, q.qpn, w.opcode, idx, syndrome), env.scope(a));
       return Exec::kFailed;
     }
     if (w.fm_ce_se & m5::kCtrlCqUpdate) {
@@ -549,7 +187,7 @@ class Hca {
                                w.opcode == m5::kOpAtomicFa;
       env.settle();
       push_cqe(a, q.send_cq,
-               make_req_cqe(q.qpn, w.opcode, idx, reports_len ? static_cast<std::uint32_t>(w.length) : 0),
+               ib::make_req_cqe(q.qpn, w.opcode, idx, reports_len ? static_cast<std::uint32_t>(w.length) : 0),
                env.scope(a));
     }
     return Exec::kDone;
@@ -565,7 +203,7 @@ class Hca {
       const std::uint64_t h = sync::load_polled(rq_head);
       const std::uint32_t rcv = sync::load_polled(&dbrec->rcv.raw);
       sync::acquire_fence();
-      const std::uint64_t avail = ib::widen(h, byteswap(rcv) & 0xffff, 16);
+      const std::uint64_t avail = ib::widen(h, m5::dbrec_counter(byteswap(rcv)), m5::kWqeIndexBits);
       if (h >= avail) return false;
       std::uint64_t expected = h;
       if (sync::compare_exchange(rq_head, expected, h + 1)) {
@@ -730,15 +368,11 @@ class Hca {
           return rnr(env, q, pv, w);
         if (w.length != 0) copy_payload(env, q, sq, w, 0, w.length, dst, true);
         if (w.opcode == m5::kOpRdmaWriteImm) {
-          m5::Cqe c{};
-          c.byte_cnt = be32::from(static_cast<std::uint32_t>(w.length));
-          c.imm_inval_pkey = w.imm;
-          c.sop_drop_qpn = be32::from(pv.qpn);
-          c.wqe_counter = be16::from(static_cast<std::uint16_t>(ridx));
-          c.op_own = static_cast<std::uint8_t>((m5::kCqeRespWrImm << 4) |
-                                               ((w.fm_ce_se & m5::kCtrlSolicited) ? 2 : 0));
           env.settle();
-          push_cqe(pa, pv.recv_cq, c, env.scope(pa));
+          push_cqe(pa, pv.recv_cq,
+                   ib::make_resp_cqe(m5::kCqeRespWrImm, pv.qpn, static_cast<std::uint16_t>(ridx),
+                                     static_cast<std::uint32_t>(w.length), w.imm, w.fm_ce_se & m5::kCtrlSolicited),
+                   env.scope(pa));
         }
         return finish(env, q, w, 0);
       }
@@ -752,20 +386,17 @@ class Hca {
           // The responder consumed the receive WQE and fails it; its QP enters error, and
           // the requester learns of it through the NAK's syndrome.
           push_cqe(pa, pv.recv_cq,
-                   make_err_cqe(false, pv.qpn, 0, static_cast<std::uint16_t>(ridx), rs), env.scope(pa));
+                   ib::make_err_cqe(false, pv.qpn, 0, static_cast<std::uint16_t>(ridx), rs), env.scope(pa));
           set_qp_error(pq);
           return finish(env, q, w,
                         rs == m5::kSyndLocalLengthErr ? m5::kSyndRemoteInvalReqErr : m5::kSyndRemoteOpErr);
         }
-        m5::Cqe c{};
-        c.byte_cnt = be32::from(static_cast<std::uint32_t>(w.length));
-        c.imm_inval_pkey = w.opcode == m5::kOpSendImm ? w.imm : be32{0};
-        c.sop_drop_qpn = be32::from(pv.qpn);
-        c.wqe_counter = be16::from(static_cast<std::uint16_t>(ridx));
-        c.op_own = static_cast<std::uint8_t>(
-            ((w.opcode == m5::kOpSendImm ? m5::kCqeRespSendImm : m5::kCqeRespSend) << 4) |
-            ((w.fm_ce_se & m5::kCtrlSolicited) ? 2 : 0));
-        push_cqe(pa, pv.recv_cq, c, env.scope(pa));
+        const bool imm = w.opcode == m5::kOpSendImm;
+        push_cqe(pa, pv.recv_cq,
+                 ib::make_resp_cqe(imm ? m5::kCqeRespSendImm : m5::kCqeRespSend, pv.qpn,
+                                   static_cast<std::uint16_t>(ridx), static_cast<std::uint32_t>(w.length),
+                                   imm ? w.imm : be32{0}, w.fm_ce_se & m5::kCtrlSolicited),
+                 env.scope(pa));
         return finish(env, q, w, 0);
       }
       case m5::kOpRdmaRead: {
@@ -810,14 +441,13 @@ class Hca {
     q.rnr_active = 0;
     const auto* dbrec = a.at<m5::QpDbrec>(q.dbrec_off);
     const std::uint64_t posted =
-        ib::widen(q.sq_head, byteswap(sync::load_acquire(&dbrec->snd.raw)) & 0xffff, 16);
+        ib::widen(q.sq_head, m5::dbrec_counter(byteswap(sync::load_acquire(&dbrec->snd.raw))), m5::kWqeIndexBits);
     const std::byte* sq = a.at<std::byte>(q.sq_off);
     while (q.sq_head < posted) {
-      const ib::Octoword c = sq_oct(sq, q.sq_bbs, q.sq_head, 0);
-      const std::uint32_t ds = byteswap(c.w[1]) & 0x3f;
-      const std::uint32_t nbb = ib::wqe_bbs(ds == 0 ? 1 : ds);
-      push_cqe(a, q.send_cq, make_err_cqe(true, q.qpn, static_cast<std::uint8_t>(byteswap(c.w[0])),
-                                          static_cast<std::uint16_t>(q.sq_head), m5::kSyndWrFlushErr),
+      const ib::CtrlFields c = ib::decode_ctrl(sq_oct(sq, q.sq_bbs, q.sq_head, 0));
+      const std::uint32_t nbb = ib::wqe_bbs(c.ds == 0 ? 1 : c.ds);
+      push_cqe(a, q.send_cq,
+               ib::make_err_cqe(true, q.qpn, c.opcode, static_cast<std::uint16_t>(q.sq_head), m5::kSyndWrFlushErr),
                env.scope(a));
       q.sq_head += nbb;
       any = true;
@@ -825,8 +455,8 @@ class Hca {
     q.sq_rung = q.sq_head;
     std::uint64_t ridx;
     while (claim_recv(a, q.dbrec_off, &q.ctx->rq_head, ridx)) {
-      push_cqe(a, q.recv_cq, make_err_cqe(false, q.qpn, 0, static_cast<std::uint16_t>(ridx),
-                                          m5::kSyndWrFlushErr),
+      push_cqe(a, q.recv_cq,
+               ib::make_err_cqe(false, q.qpn, 0, static_cast<std::uint16_t>(ridx), m5::kSyndWrFlushErr),
                env.scope(a));
       any = true;
     }

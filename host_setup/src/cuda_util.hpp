@@ -1,5 +1,5 @@
-// The host library's one CUDA error check, and a scoped current device. Included by sources
-// built with GPUVERBS_HAVE_CUDA only.
+// The host library's one CUDA error check, and a scoped current device. Included by the sources
+// of CUDA builds only (src/soft/cuda_reach.cpp, src/soft/gpu_arena.cpp).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -23,6 +23,18 @@ inline void cuda_check(cudaError_t e, const std::string& what) {
     (void)cudaGetLastError();
     throw Error(what + ": " + cuda_error_text(e));
   }
+}
+
+/// The number of GPUs (at least one); throws gv::Error("<who> needs a GPU: <reason>") without one.
+inline int require_gpus(const std::string& who) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    (void)cudaGetLastError();
+    throw Error(who + " needs a GPU: " +
+                (e != cudaSuccess ? cuda_error_text(e) : std::string("no NVIDIA GPU or driver found (no CUDA device)")));
+  }
+  return n;
 }
 
 /// Makes `gpu` current for a scope and restores the caller's device.

@@ -12,13 +12,16 @@ namespace gv {
 
 namespace detail {
 
+// Every child holds its provider: a Device destroyed before its PDs, MRs, CQs and QPs leaves
+// the provider (its arena, its engine) running until the last of them is gone.
+
 struct PdImpl {
-  Provider* provider;
+  std::shared_ptr<Provider> provider;
   std::uint32_t pdn;
 };
 
 struct MrImpl {
-  Provider* provider;
+  std::shared_ptr<Provider> provider;
   std::uint32_t key;
   void* addr;
   std::size_t length;
@@ -27,16 +30,19 @@ struct MrImpl {
 /// Shared by the CompletionQueue and the QPs completing into it, so the CQ's storage lives
 /// as long as any of them.
 struct CqImpl {
-  Provider* provider;
+  std::shared_ptr<Provider> provider;
   CqDesc desc;
   std::mutex mu;
   std::uint32_t send_qpn = 0;  ///< the QP whose send queue completes here
   std::uint32_t recv_qpn = 0;  ///< the QP whose receive queue completes here
+  /// A device handle was taken while no send (receive) queue completed here: that handle
+  /// cannot free the ring space of a queue bound later, so binding one is refused.
+  bool handle_without_send = false, handle_without_recv = false;
   ~CqImpl() { provider->destroy_cq(desc.cqn); }
 };
 
 struct QpImpl {
-  Provider* provider;
+  std::shared_ptr<Provider> provider;
   std::uint32_t qpn;
   std::shared_ptr<CqImpl> send_cq, recv_cq;
 };
@@ -84,14 +90,14 @@ const std::string& Device::name() const { return provider_->name(); }
 
 std::unique_ptr<ProtectionDomain> Device::alloc_pd() {
   return std::unique_ptr<ProtectionDomain>(new ProtectionDomain(
-      std::make_unique<detail::PdImpl>(detail::PdImpl{provider_.get(), provider_->alloc_pd()})));
+      std::make_unique<detail::PdImpl>(detail::PdImpl{provider_, provider_->alloc_pd()})));
 }
 
 std::unique_ptr<CompletionQueue> Device::create_cq(std::uint32_t depth) {
   check_range("create_cq", "depth", depth, 1, std::uint32_t{1} << 22);
   const auto entries = static_cast<std::uint32_t>(ib::round_up_pow2(depth));
   auto impl = std::make_shared<detail::CqImpl>();
-  impl->provider = provider_.get();
+  impl->provider = provider_;
   impl->desc = provider_->create_cq(entries);
   return std::unique_ptr<CompletionQueue>(new CompletionQueue(std::move(impl)));
 }
@@ -165,6 +171,13 @@ std::unique_ptr<QueuePair> ProtectionDomain::create_qp(CompletionQueue& send_cq,
     throw Error("create_qp: CQ " + std::to_string(recv_cq.cqn()) +
                 " already completes the receive queue of QP " + hex(recv_cq.impl_->recv_qpn) +
                 "; give each QP's receive queue its own CQ");
+  const auto taken_early = [](const CompletionQueue& cq, const char* queue) {
+    return Error("create_qp: the device handle of CQ " + std::to_string(cq.cqn()) + " was taken before any " +
+                 queue + " queue completed into it, and that handle could never free this QP's " + queue +
+                 "-queue slots (posts would end in kQueueFull). Create the QPs first, then take the CQ's handle");
+  };
+  if (send_cq.impl_->handle_without_send) throw taken_early(send_cq, "send");
+  if (recv_cq.impl_->handle_without_recv) throw taken_early(recv_cq, "receive");
   const std::uint32_t qpn = impl_->provider->create_qp(l);
   send_cq.impl_->send_qpn = qpn;
   recv_cq.impl_->recv_qpn = qpn;
@@ -191,6 +204,11 @@ std::uint32_t CompletionQueue::entries() const { return impl_->desc.entries; }
 ib::CqHandle CompletionQueue::device_handle() const {
   ib::CqHandle h = impl_->provider->cq_handle(impl_->desc.cqn);
   std::scoped_lock lk(impl_->mu);
+  if (impl_->send_qpn == 0 && impl_->recv_qpn == 0)
+    throw Error("CompletionQueue::device_handle: no queue completes into CQ " + std::to_string(impl_->desc.cqn) +
+                " yet; create the QPs that use it first (the handle records the queues whose slots its polls free)");
+  impl_->handle_without_send |= impl_->send_qpn == 0;
+  impl_->handle_without_recv |= impl_->recv_qpn == 0;
   if (impl_->send_qpn != 0) {
     const ib::QpHandle q = impl_->provider->qp_handle(impl_->send_qpn);
     h.send_qp = q.state;
@@ -260,7 +278,14 @@ void QueuePair::connect(const QpInfo& remote, const ConnectAttr& attr) {
   modify_to_rts(attr.rnr_retry);
 }
 
-ib::QpHandle QueuePair::device_handle() const { return impl_->provider->qp_handle(impl_->qpn); }
+ib::QpHandle QueuePair::device_handle() const {
+  const QpState s = state();
+  if (s == QpState::kReset || s == QpState::kInit)
+    throw Error("QueuePair::device_handle: QP " + hex(impl_->qpn) + " is in " + to_string(s) +
+                ", not connected: work posted through a handle now would never execute. connect() it "
+                "(RESET -> INIT -> RTR -> RTS) first, then take its handle");
+  return impl_->provider->qp_handle(impl_->qpn);
+}
 
 // ---- Completions -----------------------------------------------------------------------
 

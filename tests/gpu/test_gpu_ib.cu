@@ -207,7 +207,7 @@ TEST_P(GpuPostConformance, WqesMatchTheHostEncoderByteForByte) {
   const std::vector<std::byte> got = ring->ring();
   for (std::size_t b = 0; b < got.size(); b += 16)
     ASSERT_EQ(std::memcmp(got.data() + b, want.data() + b, 16), 0) << "octoword at byte " << b;
-  EXPECT_EQ(ring->dbrec_snd(), pos & 0xffff);
+  EXPECT_EQ(ring->dbrec_snd(), pos & m5::kWqeIndexMask);
   std::uint64_t db;
   std::memcpy(&db, want.data() + gv::ib::sq_octoword_offset(last, 0, ring->h.sq_bbs), 8);
   EXPECT_EQ(ring->doorbell(), db) << "the doorbell carries the last WQE's first 8 bytes";
@@ -257,8 +257,8 @@ TEST(GpuPostShared, ManyBlocksOneQpNoLossNoDuplicateInOrder) {
     m5::RaddrSeg r;
     std::memcpy(&c, got.data() + std::size_t{i} * 64, 16);
     std::memcpy(&r, got.data() + std::size_t{i} * 64 + 16, 16);
-    ASSERT_EQ((c.opmod_idx_opcode.get() >> 8) & 0xffff, i & 0xffff) << "WQE " << i;
-    ASSERT_EQ(c.opmod_idx_opcode.get() & 0xff, m5::kOpRdmaWrite) << "WQE " << i;
+    ASSERT_EQ(m5::ctrl_wqe_index(c.opmod_idx_opcode.get()), i & m5::kWqeIndexMask) << "WQE " << i;
+    ASSERT_EQ(m5::ctrl_opcode(c.opmod_idx_opcode.get()), m5::kOpRdmaWrite) << "WQE " << i;
     const std::uint64_t ra = r.raddr.get();
     const std::uint64_t tid = ra >> 32, seq = ra & 0xffffffff;
     ASSERT_LT(tid, next.size());
@@ -266,7 +266,7 @@ TEST(GpuPostShared, ManyBlocksOneQpNoLossNoDuplicateInOrder) {
     ++next[tid];
   }
   for (int n : next) ASSERT_EQ(n, kPer);
-  EXPECT_EQ(ring->dbrec_snd(), total & 0xffff);
+  EXPECT_EQ(ring->dbrec_snd(), total & m5::kWqeIndexMask);
   EXPECT_EQ(ring->state().sq.published, total);
   cudaFree(d_fail);
 }

@@ -295,6 +295,51 @@ TEST_P(SoftOps, ReceiverPollingTheLastByteSeesTheWholeMessage) {
   }
 }
 
+TEST_P(SoftOps, AnOwnerStreamsWritesThroughItsRegistersAndHandsTheQpBack) {
+  // 2000 WRITEs of 1..300 bytes (inline up to 64) into consecutive slots, one in 8 signaled,
+  // posted and polled by one QpOwner: a full ring sends it to poll.
+  gv::ib::QpOwner own;
+  ASSERT_EQ(own.take(a->h, a->ch), Status::kOk);
+  std::mt19937_64 rng(3);
+  la->fill(33);
+  std::memset(rb->p, 0, kBytes);
+  constexpr int kN = 2000;
+  std::uint64_t at = 0, cqes = 0;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> sent;
+  for (int i = 0; i < kN; ++i) {
+    const std::uint32_t len = 1 + static_cast<std::uint32_t>(rng() % 300);
+    const Sge s = la->sge(at, len);
+    const SendWr wr = make_wr(WrOpcode::kRdmaWrite, &s, 1,
+                              (i % 8 == 7 || i + 1 == kN ? gv::ib::kWrSignaled : 0u) | (len <= 64 ? gv::ib::kWrInline : 0u),
+                              rb->addr(at), rb->mr->rkey());
+    Status st;
+    while ((st = own.post_send(wr)) == Status::kQueueFull) {
+      Completion c;
+      ASSERT_EQ(own.poll(c, gv::Budget{20'000'000'000ull}), Status::kOk);
+      ASSERT_TRUE(c.ok()) << gv::describe(c);
+      ++cqes;
+    }
+    ASSERT_EQ(st, Status::kOk) << i;
+    sent.emplace_back(at, len);
+    at += len;
+  }
+  while (own.outstanding() > 0) {
+    Completion c;
+    ASSERT_EQ(own.poll(c, gv::Budget{20'000'000'000ull}), Status::kOk);
+    ASSERT_TRUE(c.ok()) << gv::describe(c);
+    ++cqes;
+  }
+  EXPECT_EQ(cqes, kN / 8u);
+  EXPECT_EQ(std::memcmp(rb->p, la->p, at), 0);
+  own.give_back();
+  // The plain exclusive path goes on from where the owner stopped.
+  EXPECT_EQ(a->h.state->sq.completed, a->h.state->sq.reserved);
+  const Sge s = la->sge(0, 8);
+  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, rb->addr(kBytes - 8), rb->mr->rkey()));
+  ASSERT_TRUE(wait_cqe(*a).ok());
+  EXPECT_EQ(std::memcmp(rb->p + kBytes - 8, la->p, 8), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, SoftOps, ::testing::Values(false, true),
                          [](const auto& i) { return i.param ? "TwoDevices" : "OneDevice"; });
 

@@ -51,10 +51,7 @@ struct HostRings {
         cq(std::size_t{1} << s.log_cqes) {
     std::memset(sq.data(), s.poison < 0 ? 0 : s.poison, sq.size() * 16);
     std::memset(rq.data(), s.poison < 0 ? 0 : s.poison, rq.size() * 16);
-    for (auto& c : cq) {
-      std::memset(&c, 0, sizeof c);
-      c.op_own = static_cast<std::uint8_t>(gv::ib::mlx5::kCqeInvalid << 4);
-    }
+    for (auto& c : cq) c = gv::ib::make_invalid_cqe();
     qp.qpn = s.qpn;
     qp.sq = reinterpret_cast<std::byte*>(sq.data());
     qp.rq = reinterpret_cast<std::byte*>(rq.data());

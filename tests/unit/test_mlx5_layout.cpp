@@ -1,12 +1,17 @@
 // ib/mlx5_format.hpp against rdma-core's <infiniband/mlx5dv.h>: every struct has the same size
-// and alignment, every field the same offset and size, every constant the same value.
+// and alignment, every field the same offset and size, every constant the same value; the
+// field accessors read what mlx5dv_set_ctrl_seg writes, and the CQE builders and decoder
+// (ib/cqe.hpp) agree with rdma-core's CQE structs and accessors.
 #include <gtest/gtest.h>
 #include <infiniband/mlx5dv.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <random>
 
+#include <gpuverbs/ib/cqe.hpp>
+#include <gpuverbs/ib/encode.hpp>
 #include <gpuverbs/ib/mlx5_format.hpp>
 
 namespace {
@@ -178,6 +183,149 @@ TEST(Mlx5Layout, CqeOpOwnAccessors) {
     EXPECT_EQ(m::cqe_owner(c.op_own), mlx5dv_get_cqe_owner(&c)) << "op_own " << v;
     EXPECT_EQ(m::cqe_owner(c.op_own), c.op_own & MLX5_CQE_OWNER_MASK) << "op_own " << v;
   }
+}
+
+// The control segment's packed fields: what mlx5dv_set_ctrl_seg writes, our encoder writes, and
+// our accessors and decode_ctrl() read back.
+TEST(Mlx5Layout, CtrlFieldsRoundTripThroughRdmaCore) {
+  std::mt19937_64 rng(0x5eed);
+  for (int it = 0; it < 2000; ++it) {
+    const auto pi = static_cast<std::uint16_t>(rng());
+    const auto opcode = static_cast<std::uint8_t>(rng());
+    const auto opmod = static_cast<std::uint8_t>(rng());
+    const auto qpn = static_cast<std::uint32_t>(rng()) & m::kQpnMask;
+    const auto fm_ce_se = static_cast<std::uint8_t>(rng());
+    const auto ds = static_cast<std::uint8_t>(rng() & m::kCtrlDsMask);
+    const auto imm = static_cast<std::uint32_t>(rng());
+    mlx5_wqe_ctrl_seg seg;
+    mlx5dv_set_ctrl_seg(&seg, pi, opcode, opmod, qpn, fm_ce_se, ds, 0, imm);
+    EXPECT_EQ(m::ctrl_opmod_idx_opcode(opmod, pi, opcode), be32toh(seg.opmod_idx_opcode));
+    EXPECT_EQ(m::ctrl_qpn_ds(qpn, ds), be32toh(seg.qpn_ds));
+    EXPECT_EQ(m::ctrl_opcode(be32toh(seg.opmod_idx_opcode)), opcode);
+    EXPECT_EQ(m::ctrl_wqe_index(be32toh(seg.opmod_idx_opcode)), pi);
+    EXPECT_EQ(m::ctrl_qpn(be32toh(seg.qpn_ds)), qpn);
+    EXPECT_EQ(m::ctrl_ds(be32toh(seg.qpn_ds)), ds);
+    gv::ib::Octoword o;
+    std::memcpy(&o, &seg, sizeof(o));
+    const gv::ib::CtrlFields f = gv::ib::decode_ctrl(o);
+    EXPECT_EQ(f.opcode, opcode);
+    EXPECT_EQ(f.wqe_index, pi);
+    EXPECT_EQ(f.qpn, qpn);
+    EXPECT_EQ(f.ds, ds);
+    EXPECT_EQ(f.fm_ce_se, fm_ce_se);
+    EXPECT_EQ(f.imm.raw, imm);
+    EXPECT_EQ(gv::ib::ctrl_ds_of(o), ds);
+  }
+  EXPECT_EQ(m::kWqeIndexMask, 0xffffu);  // the doorbell record's and wqe_counter's width
+  EXPECT_EQ(m::kCqCiMask, 0xffffffu);    // 24-bit CQ consumer index
+  EXPECT_EQ(m::dbrec_counter(0x12345), 0x2345u);
+}
+
+// Every CQE our builders make reads, through rdma-core's structs and accessors, as the fields
+// it was built from; store_cqe sets exactly the owner bit; the tail word's accessors read the
+// CQE's last 4 bytes.
+TEST(Mlx5Layout, CqeBuildersMatchRdmaCore) {
+  std::mt19937_64 rng(0xc0e);
+  for (int it = 0; it < 2000; ++it) {
+    const auto qpn = static_cast<std::uint32_t>(rng()) & m::kQpnMask;
+    const auto counter = static_cast<std::uint16_t>(rng());
+    const auto wqe_opcode = static_cast<std::uint8_t>(rng());
+    const auto len = static_cast<std::uint32_t>(rng());
+    const auto imm = gv::be32{static_cast<std::uint32_t>(rng())};
+    const bool se = rng() & 1;
+    const auto synd = static_cast<std::uint8_t>(rng()), vendor = static_cast<std::uint8_t>(rng());
+
+    m::Cqe ours = gv::ib::make_req_cqe(qpn, wqe_opcode, counter, len);
+    mlx5_cqe64 c;
+    std::memcpy(&c, &ours, sizeof(c));
+    EXPECT_EQ(mlx5dv_get_cqe_opcode(&c), MLX5_CQE_REQ);
+    EXPECT_EQ(mlx5dv_get_cqe_owner(&c), 0);
+    EXPECT_EQ(be32toh(c.sop_drop_qpn), (std::uint32_t{wqe_opcode} << 24) | qpn);
+    EXPECT_EQ(be16toh(c.wqe_counter), counter);
+    EXPECT_EQ(be32toh(c.byte_cnt), len);
+
+    ours = gv::ib::make_resp_cqe(MLX5_CQE_RESP_SEND_IMM, qpn, counter, len, imm, se);
+    std::memcpy(&c, &ours, sizeof(c));
+    EXPECT_EQ(mlx5dv_get_cqe_opcode(&c), MLX5_CQE_RESP_SEND_IMM);
+    EXPECT_EQ(mlx5dv_get_cqe_se(&c), se ? 1 : 0);
+    EXPECT_EQ(be32toh(c.sop_drop_qpn) & 0xffffff, qpn);
+    EXPECT_EQ(c.imm_inval_pkey, imm.raw);
+    EXPECT_EQ(be16toh(c.wqe_counter), counter);
+    EXPECT_EQ(be32toh(c.byte_cnt), len);
+
+    const bool req = rng() & 1;
+    ours = gv::ib::make_err_cqe(req, qpn, wqe_opcode, counter, synd, vendor);
+    mlx5_err_cqe e;
+    std::memcpy(&e, &ours, sizeof(e));
+    std::memcpy(&c, &ours, sizeof(c));
+    EXPECT_EQ(mlx5dv_get_cqe_opcode(&c), req ? MLX5_CQE_REQ_ERR : MLX5_CQE_RESP_ERR);
+    EXPECT_EQ(e.syndrome, synd);
+    EXPECT_EQ(e.vendor_err_synd, vendor);
+    EXPECT_EQ(be32toh(e.s_wqe_opcode_qpn), (std::uint32_t{wqe_opcode} << 24) | qpn);
+    EXPECT_EQ(be16toh(e.wqe_counter), counter);
+
+    alignas(64) m::Cqe slot[1];
+    for (const std::uint8_t owner : {0, 1}) {
+      gv::ib::store_cqe(slot, ours, owner, gv::sync::Scope::kSystem);
+      std::memcpy(&c, slot, sizeof(c));
+      EXPECT_EQ(mlx5dv_get_cqe_owner(&c), owner);
+      EXPECT_EQ(c.op_own & ~MLX5_CQE_OWNER_MASK, ours.op_own & ~MLX5_CQE_OWNER_MASK);
+      EXPECT_EQ(std::memcmp(slot, &ours, offsetof(mlx5_cqe64, op_own)), 0);
+      std::uint32_t tail;
+      std::memcpy(&tail, reinterpret_cast<const std::uint8_t*>(slot) + m::kCqeTailOffset, 4);
+      EXPECT_EQ(m::cqe_tail_counter(tail), be16toh(c.wqe_counter));
+      EXPECT_EQ(m::cqe_tail_op_own(tail), c.op_own);
+    }
+  }
+  const m::Cqe inv = gv::ib::make_invalid_cqe();
+  mlx5_cqe64 c;
+  std::memcpy(&c, &inv, sizeof(c));
+  EXPECT_EQ(mlx5dv_get_cqe_opcode(&c), MLX5_CQE_INVALID);
+  EXPECT_EQ(m::kCqeOwnerMask, MLX5_CQE_OWNER_MASK);
+}
+
+// decode_cqe reads CQEs made with rdma-core's structs (as a ConnectX writes them).
+TEST(Mlx5Layout, DecodeReadsRdmaCoreCqes) {
+  mlx5_cqe64 c;
+  std::memset(&c, 0xa5, sizeof(c));  // fields the decoder must ignore hold garbage
+  c.byte_cnt = htobe32(4096);
+  c.sop_drop_qpn = htobe32((std::uint32_t{MLX5_OPCODE_RDMA_READ} << 24) | 0x00abcd);
+  c.wqe_counter = htobe16(0xfffe);
+  c.op_own = static_cast<std::uint8_t>(MLX5_CQE_REQ << 4);
+  m::Cqe raw;
+  std::memcpy(&raw, &c, sizeof(raw));
+  gv::ib::Completion d = gv::ib::decode_cqe(raw);
+  EXPECT_EQ(d.status, gv::Status::kOk);
+  EXPECT_TRUE(d.is_send());
+  EXPECT_EQ(d.wqe_opcode, MLX5_OPCODE_RDMA_READ);
+  EXPECT_EQ(d.qpn, 0x00abcdu);
+  EXPECT_EQ(d.wqe_counter, 0xfffe);
+  EXPECT_EQ(d.byte_len, 4096u);
+
+  c.op_own = static_cast<std::uint8_t>(MLX5_CQE_RESP_SEND_IMM << 4);
+  c.imm_inval_pkey = htobe32(0xcafef00du);
+  c.sop_drop_qpn = htobe32(0x00abcd);
+  std::memcpy(&raw, &c, sizeof(raw));
+  d = gv::ib::decode_cqe(raw);
+  EXPECT_FALSE(d.is_send());
+  EXPECT_EQ(d.imm, 0xcafef00du);  // host order
+  EXPECT_EQ(d.qpn, 0x00abcdu);
+
+  mlx5_err_cqe e;
+  std::memset(&e, 0x5a, sizeof(e));
+  e.syndrome = MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR;
+  e.vendor_err_synd = 0x88;
+  e.s_wqe_opcode_qpn = htobe32((std::uint32_t{MLX5_OPCODE_RDMA_WRITE} << 24) | 0x00abcd);
+  e.wqe_counter = htobe16(5);
+  e.op_own = static_cast<std::uint8_t>(MLX5_CQE_REQ_ERR << 4);
+  std::memcpy(&raw, &e, sizeof(raw));
+  d = gv::ib::decode_cqe(raw);
+  EXPECT_EQ(d.status, gv::Status::kCompletionError);
+  EXPECT_EQ(d.syndrome, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+  EXPECT_EQ(d.vendor_syndrome, 0x88);
+  EXPECT_EQ(d.wqe_opcode, MLX5_OPCODE_RDMA_WRITE);
+  EXPECT_EQ(d.qpn, 0x00abcdu);
+  EXPECT_EQ(d.wqe_counter, 5);
 }
 
 // be16/be32/be64 put the same bytes in memory as htobe16/32/64.

@@ -64,36 +64,22 @@ struct CqeSpec {
   std::uint8_t syndrome = 0, vendor_syndrome = 0;
 };
 
-/// CQE number p, built with rdma-core's structs: payload first, then the last 4 bytes
-/// (wqe_counter, signature, op_own) in one release store, as the HCA's single write appears.
+/// CQE number p, as the HCA writes it (gv::ib::store_cqe: payload first, then the last 4
+/// bytes with the owner bit in one release store). Built with the CQE builders, which
+/// test_mlx5_layout checks against rdma-core's structs.
 void write_cqe(HostQp& q, std::uint64_t p, const CqeSpec& s, bool owner_flip = false) {
-  alignas(8) std::uint8_t raw[64];
+  m::Cqe c;
   if (s.opcode == MLX5_CQE_REQ_ERR || s.opcode == MLX5_CQE_RESP_ERR) {
-    mlx5_err_cqe e;
-    std::memset(&e, 0, sizeof e);
-    e.syndrome = s.syndrome;
-    e.vendor_err_synd = s.vendor_syndrome;
-    e.s_wqe_opcode_qpn = htobe32((std::uint32_t{s.wqe_opcode} << 24) | s.qpn);
-    e.wqe_counter = htobe16(s.wqe_counter);
-    e.op_own = static_cast<std::uint8_t>(s.opcode << 4);
-    std::memcpy(raw, &e, 64);
+    c = gv::ib::make_err_cqe(s.opcode == MLX5_CQE_REQ_ERR, s.qpn, s.wqe_opcode, s.wqe_counter, s.syndrome,
+                             s.vendor_syndrome);
   } else {
-    mlx5_cqe64 c;
-    std::memset(&c, 0, sizeof c);
-    c.byte_cnt = htobe32(s.byte_cnt);
-    c.imm_inval_pkey = s.imm_wire;
-    c.timestamp = htobe64(s.timestamp);
-    c.sop_drop_qpn = htobe32((std::uint32_t{s.wqe_opcode} << 24) | s.qpn);
-    c.wqe_counter = htobe16(s.wqe_counter);
-    c.op_own = static_cast<std::uint8_t>(s.opcode << 4);
-    std::memcpy(raw, &c, 64);
+    c = s.opcode == MLX5_CQE_REQ
+            ? gv::ib::make_req_cqe(s.qpn, s.wqe_opcode, s.wqe_counter, s.byte_cnt)
+            : gv::ib::make_resp_cqe(s.opcode, s.qpn, s.wqe_counter, s.byte_cnt, gv::be32{s.imm_wire}, false);
+    c.timestamp = gv::be64::from(s.timestamp);  // (an error CQE's syndrome lies there)
   }
-  raw[63] |= static_cast<std::uint8_t>(((p >> q.log_cqes) & 1) ^ (owner_flip ? 1 : 0));
-  auto* slot = reinterpret_cast<std::uint8_t*>(&q.cq[p & q.cq_mask()]);
-  std::memcpy(slot, raw, 60);
-  std::uint32_t tail;
-  std::memcpy(&tail, raw + 60, 4);
-  store_rel(*reinterpret_cast<std::uint32_t*>(slot + 60), tail);
+  const auto owner = static_cast<std::uint8_t>(((p >> q.log_cqes) & 1) ^ (owner_flip ? 1 : 0));
+  gv::ib::store_cqe(&q.cq[p & q.cq_mask()], c, owner, gv::sync::Scope::kSystem);
 }
 
 /// What the HCA does to a CQE slot once the consumer index has passed it: the bytes are no
@@ -136,7 +122,7 @@ TEST(PostSend, BatchWritesWqesDbrecAndDoorbellOfLastWqe) {
   const std::uint64_t starts[3] = {65534, 65535, 65537};
   EXPECT_EQ(q.qs->sq.reserved, 65538u);
   EXPECT_EQ(q.qs->sq.published, 65538u);
-  EXPECT_EQ(be32toh(q.qp_dbrec.snd.raw), 65538u & 0xffff);
+  EXPECT_EQ(be32toh(q.qp_dbrec.snd.raw), 65538u & m::kWqeIndexMask);
   for (int i = 0; i < 3; ++i) {
     for (std::uint32_t k = 0; k < wqe_ds(w[i]); ++k) {
       const Octoword want = wqe_octoword(w[i], k, static_cast<std::uint16_t>(starts[i]), q.qp.qpn);
@@ -242,6 +228,34 @@ TEST(PostSend, ValidationRejectsAndPostsNothing) {
   w.flags = 0;
   w.sg_list = &atom8;
   EXPECT_EQ(post_send<Ownership::kExclusive>(q.qp, w), Status::kOk);
+}
+
+// A handle of another layout version is refused by every call that takes one, before it is read.
+TEST(Handles, AnotherVersionIsRefusedEverywhere) {
+  HostQp q(16, 4, 4);
+  Sge sge{0x1000, 8, 1};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  q.qp.version = kHandleVersion + 1;
+  EXPECT_EQ(post_send<Ownership::kExclusive>(q.qp, w), Status::kInvalidArgument);
+  EXPECT_EQ(post_send<Ownership::kShared>(q.qp, w), Status::kInvalidArgument);
+  EXPECT_EQ(post_recv<Ownership::kExclusive>(q.qp, &sge, 1), Status::kInvalidArgument);
+  EXPECT_EQ(q.qs->sq.reserved, 0u);
+  EXPECT_EQ(q.qs->rq.reserved, 0u);
+  EXPECT_EQ(q.qp_dbrec.snd.raw, 0u);
+  q.qp.version = kHandleVersion;
+  ASSERT_EQ(post_send<Ownership::kExclusive>(q.qp, w), Status::kOk);
+  write_cqe(q, 0, CqeSpec{});  // ready: only the version stands in the way
+  Completion c;
+  q.cqh.version = 0;
+  EXPECT_EQ(try_poll_cq<Ownership::kExclusive>(q.cqh, c), Status::kInvalidArgument);
+  EXPECT_EQ(try_poll_cq<Ownership::kShared>(q.cqh, c), Status::kInvalidArgument);
+  EXPECT_EQ(poll_cq<Ownership::kExclusive>(q.cqh, c), Status::kInvalidArgument);
+  EXPECT_EQ(q.cs->claimed, 0u);
+  q.cqh.version = kHandleVersion;
+  EXPECT_EQ(try_poll_cq<Ownership::kExclusive>(q.cqh, c), Status::kOk);
 }
 
 template <Ownership O>
@@ -608,7 +622,7 @@ void stress(unsigned posters, std::uint32_t per_thread, unsigned pollers, std::u
     StressWr want;
     while (!stop.load()) {
       const std::uint64_t db = load_acq(q.doorbell);
-      const std::uint64_t pub = widen(pos, be32toh(load_acq(q.qp_dbrec.snd.raw)), 16);
+      const std::uint64_t pub = widen(pos, be32toh(load_acq(q.qp_dbrec.snd.raw)), m::kWqeIndexBits);
       // never over-committed: reserved - completed <= ring size
       const std::uint64_t res = std::atomic_ref<std::uint64_t>(q.qs->sq.reserved).load(std::memory_order_relaxed);
       const std::uint64_t done = load_acq(q.qs->sq.completed);
@@ -620,10 +634,10 @@ void stress(unsigned posters, std::uint32_t per_thread, unsigned pollers, std::u
         mlx5_wqe_ctrl_seg ctrl;
         std::memcpy(&ctrl, q.sq_bytes(pos), 16);
         const std::uint32_t oio = be32toh(ctrl.opmod_idx_opcode);
-        const std::uint32_t ds = be32toh(ctrl.qpn_ds) & 0x3f;
-        if (((oio >> 8) & 0xffff) != (pos & 0xffff) || (be32toh(ctrl.qpn_ds) >> 8) != q.qp.qpn || ds == 0)
+        const std::uint32_t ds = m::ctrl_ds(be32toh(ctrl.qpn_ds));
+        if (m::ctrl_wqe_index(oio) != (pos & m::kWqeIndexMask) || m::ctrl_qpn(be32toh(ctrl.qpn_ds)) != q.qp.qpn || ds == 0)
           return fail("malformed ctrl at WQEBB " + std::to_string(pos));
-        const std::uint8_t op = oio & 0xff;
+        const std::uint8_t op = m::ctrl_opcode(oio);
         if (op == MLX5_OPCODE_NOP) {  // the closing NOP
           final_pos = pos;
         } else {
@@ -654,13 +668,13 @@ void stress(unsigned posters, std::uint32_t per_thread, unsigned pollers, std::u
         pos += wqe_bbs(ds);
       }
       if (db != 0) {  // the doorbell names a published WQE's ctrl
-        const std::uint64_t s = widen_below(pub - 1, be32toh(static_cast<std::uint32_t>(db)) >> 8 & 0xffff, 16);
+        const std::uint64_t s = widen_below(pub - 1, m::ctrl_wqe_index(be32toh(static_cast<std::uint32_t>(db))), m::kWqeIndexBits);
         auto it = ctrl8.find(s);
         if (it == ctrl8.end() || it->second != db)
           return fail("doorbell does not match the ctrl segment of WQE " + std::to_string(s));
       }
       // CQ: consumer index (never ahead of what was produced), poison what was released
-      const std::uint64_t ci = widen_below(prod, be32toh(load_acq(q.cq_dbrec.set_ci.raw)) & m::kCqCiMask, 24);
+      const std::uint64_t ci = widen_below(prod, be32toh(load_acq(q.cq_dbrec.set_ci.raw)) & m::kCqCiMask, m::kCqCiBits);
       // CQEs are handed back in order: the consumer index never moves backwards
       if (ci < released) return fail("CQ consumer index went backwards: " + std::to_string(ci) +
                                      " after " + std::to_string(released));
@@ -746,7 +760,7 @@ void stress(unsigned posters, std::uint32_t per_thread, unsigned pollers, std::u
   EXPECT_EQ(q.cs->claimed, cqe_start.size());
   EXPECT_EQ(be32toh(q.cq_dbrec.set_ci.raw), cqe_start.size() & m::kCqCiMask);
   EXPECT_EQ(q.qs->sq.published, q.qs->sq.reserved);
-  EXPECT_EQ(be32toh(q.qp_dbrec.snd.raw), q.qs->sq.reserved & 0xffff);
+  EXPECT_EQ(be32toh(q.qp_dbrec.snd.raw), q.qs->sq.reserved & m::kWqeIndexMask);
   EXPECT_EQ(q.doorbell, first8(q.sq_bytes(final_pos))) << "doorbell is not the last WQE's ctrl";
   EXPECT_GT(q.qs->sq.reserved, 65536u) << "the 16-bit WQE index should have wrapped";
 }
@@ -760,3 +774,188 @@ TEST(Concurrency, ExclusivePosterExclusivePoller) {
 }
 
 }  // namespace
+
+// ---- QpOwner: the same WQEs, completions and counters as the plain exclusive path -------------
+
+namespace owner_tests {
+
+/// The send WQEs of a mixed run: inline and gathered WRITEs, READs, SENDs with immediates,
+/// NOPs and atomics, one in `signal_every` signaled. The SGEs point into `data`.
+std::vector<SendWr> mixed_wrs(std::uint64_t seed, std::size_t n, std::uint32_t signal_every, std::vector<Sge>& sges,
+                              std::vector<std::uint8_t>& data) {
+  std::mt19937_64 rng(seed);
+  data.resize(4096);
+  for (auto& b : data) b = static_cast<std::uint8_t>(rng());
+  sges.resize(2 * n);
+  std::vector<SendWr> wrs(n);
+  const WrOpcode ops[] = {WrOpcode::kRdmaWrite, WrOpcode::kRdmaWriteImm, WrOpcode::kRdmaRead, WrOpcode::kSend,
+                          WrOpcode::kNop, WrOpcode::kAtomicFetchAdd};
+  for (std::size_t i = 0; i < n; ++i) {
+    SendWr& w = wrs[i];
+    w.opcode = ops[rng() % std::size(ops)];
+    const bool atomic = w.opcode == WrOpcode::kAtomicFetchAdd;
+    const std::uint32_t len = atomic ? 8 : 1 + static_cast<std::uint32_t>(rng() % 100);
+    sges[2 * i] = Sge{reinterpret_cast<std::uint64_t>(data.data()) + rng() % 1000, len, 0x11};
+    sges[2 * i + 1] = Sge{reinterpret_cast<std::uint64_t>(data.data()) + rng() % 1000, 1 + static_cast<std::uint32_t>(rng() % 50), 0x11};
+    w.sg_list = &sges[2 * i];
+    w.num_sge = atomic || rng() % 2 ? 1 : 2;
+    w.flags = (i % signal_every == signal_every - 1 ? kWrSignaled : 0u) |
+              (!atomic && w.opcode != WrOpcode::kRdmaRead && rng() % 2 ? kWrInline : 0u);
+    w.imm = static_cast<std::uint32_t>(rng());
+    w.remote_addr = rng();
+    w.rkey = static_cast<std::uint32_t>(rng());
+    w.compare_add = rng();
+  }
+  return wrs;
+}
+
+/// The HCA's side: for every signaled WQE in [from, to) of q's SQ, the CQE it would write, at
+/// the next producer index.
+void complete_sq(HostQp& q, std::uint64_t from, std::uint64_t to, std::uint64_t& prod) {
+  for (std::uint64_t pos = from; pos < to;) {
+    Octoword ctrl;
+    std::memcpy(&ctrl, q.sq_bytes(pos), 16);
+    const CtrlFields f = decode_ctrl(ctrl);
+    if (f.fm_ce_se & m::kCtrlCqUpdate) {
+      const bool len = f.opcode == m::kOpRdmaRead || f.opcode == m::kOpAtomicFa;
+      gv::ib::store_cqe(&q.cq[prod & q.cq_mask()],
+                        gv::ib::make_req_cqe(f.qpn, f.opcode, f.wqe_index, len ? 77 : 0),
+                        owner_bit(prod, q.log_cqes), gv::sync::Scope::kSystem);
+      ++prod;
+    }
+    pos += wqe_bbs(f.ds);
+  }
+}
+
+// Every WQE signaled (the owner's poll takes most CQEs without reading their body) and one in
+// four (it reads them, as poll_cq does).
+class QpOwnerTwin : public ::testing::TestWithParam<std::uint32_t> {};
+INSTANTIATE_TEST_SUITE_P(SignalEvery, QpOwnerTwin, ::testing::Values(1u, 4u));
+
+TEST_P(QpOwnerTwin, PostsTheSameWqesAndPollsTheSameCompletionsAsTheExclusivePath) {
+  const std::uint64_t seed = test_seed() + 11;
+  SCOPED_TRACE(seed_note(seed));
+  std::vector<Sge> sges;
+  std::vector<std::uint8_t> data;
+  const auto wrs = mixed_wrs(seed, 600, GetParam(), sges, data);  // several laps of a 64-WQEBB ring
+  HostQp plain(64, 16, 6), owned(64, 16, 6);
+  QpOwner own;
+  ASSERT_EQ(own.take(owned.qp, owned.cqh), Status::kOk);
+  std::uint64_t prod_plain = 0, prod_owned = 0;
+  for (std::size_t i = 0; i < wrs.size();) {
+    // Post until either ring is full; then the HCA completes what was posted and both poll.
+    const std::uint64_t from = plain.qs->sq.reserved;  // the owner's WQEs lie at the same positions
+    std::size_t posted = 0;
+    for (; i < wrs.size(); ++i, ++posted) {
+      const Status so = own.post_send(wrs[i]);
+      if (so == Status::kQueueFull) break;
+      const Status sp = post_send<Ownership::kExclusive>(plain.qp, wrs[i], gv::Budget{0});
+      ASSERT_EQ(so, sp) << i;  // both refuse a request the QP cannot carry (inline too long)
+      ASSERT_TRUE(sp == Status::kOk || sp == Status::kInvalidArgument) << i << ": " << gv::to_string(sp);
+    }
+    ASSERT_GT(posted, 0u) << "a full ring after polling everything";
+    ASSERT_EQ(plain.qp_dbrec.snd.raw, owned.qp_dbrec.snd.raw);
+    ASSERT_EQ(plain.doorbell, owned.doorbell);
+    ASSERT_EQ(0, std::memcmp(plain.sq.data(), owned.sq.data(), plain.sq.size() * 16)) << "after WR " << i;
+    // The owner keeps the shared counters as they were at take(): the HCA reads the record.
+    EXPECT_EQ(owned.qs->sq.reserved, 0u);
+    complete_sq(plain, from, plain.qs->sq.reserved, prod_plain);
+    complete_sq(owned, from, plain.qs->sq.reserved, prod_owned);
+    for (;;) {
+      Completion a, b;
+      const Status sa = try_poll_cq<Ownership::kExclusive>(plain.cqh, a);
+      const Status sb = own.try_poll(b);
+      ASSERT_EQ(sa, sb);
+      if (sa == Status::kEmpty) break;
+      EXPECT_EQ(a.status, b.status);
+      EXPECT_EQ(a.cqe_opcode, b.cqe_opcode);
+      EXPECT_EQ(a.wqe_opcode, b.wqe_opcode);
+      EXPECT_EQ(a.qpn, b.qpn);
+      EXPECT_EQ(a.wqe_counter, b.wqe_counter);
+      EXPECT_EQ(a.byte_len, b.byte_len);
+      EXPECT_EQ(plain.cq_dbrec.set_ci.raw, owned.cq_dbrec.set_ci.raw);
+    }
+    EXPECT_EQ(own.outstanding(), plain.qs->sq.reserved - plain.qs->sq.completed);
+  }
+  own.give_back();
+  EXPECT_EQ(owned.qs->sq.reserved, plain.qs->sq.reserved);
+  EXPECT_EQ(owned.qs->sq.published, plain.qs->sq.published);
+  EXPECT_EQ(owned.qs->sq.completed, plain.qs->sq.completed);
+  EXPECT_EQ(owned.qs->sq.owner_next, plain.qs->sq.owner_next);
+  EXPECT_EQ(owned.cs->claimed, plain.cs->claimed);
+  // After give_back() the plain exclusive path carries on from where the owner left.
+  ASSERT_EQ(post_send<Ownership::kExclusive>(owned.qp, wrs[0], gv::Budget{0}), Status::kOk);
+  ASSERT_EQ(post_send<Ownership::kExclusive>(plain.qp, wrs[0], gv::Budget{0}), Status::kOk);
+  EXPECT_EQ(plain.qp_dbrec.snd.raw, owned.qp_dbrec.snd.raw);
+  EXPECT_EQ(0, std::memcmp(plain.sq.data(), owned.sq.data(), plain.sq.size() * 16));
+}
+
+TEST(QpOwner, ErrorsAndReceiveCompletionsTakeTheFullPath) {
+  HostQp q(16, 8, 4);
+  QpOwner own;
+  ASSERT_EQ(own.take(q.qp, q.cqh), Status::kOk);
+  Sge sge{0x1000, 8, 1};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.flags = kWrSignaled;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  ASSERT_EQ(own.post_send(w), Status::kOk);
+  ASSERT_EQ(own.post_recv(&sge, 1), Status::kOk);
+  EXPECT_EQ(be32toh(q.qp_dbrec.rcv.raw), 1u);
+  // A receive completion, then the WRITE failing.
+  gv::ib::store_cqe(&q.cq[0], gv::ib::make_resp_cqe(m::kCqeRespSendImm, q.qp.qpn, 0, 5, gv::be32::from(0xabcdu), false),
+                    0, gv::sync::Scope::kSystem);
+  gv::ib::store_cqe(&q.cq[1], gv::ib::make_err_cqe(true, q.qp.qpn, m::kOpRdmaWrite, 0, m::kSyndRemoteAccessErr), 0,
+                    gv::sync::Scope::kSystem);
+  Completion c;
+  ASSERT_EQ(own.try_poll(c), Status::kOk);
+  EXPECT_FALSE(c.is_send());
+  EXPECT_EQ(c.imm, 0xabcdu);
+  EXPECT_EQ(c.byte_len, 5u);
+  ASSERT_EQ(own.poll(c), Status::kCompletionError);
+  EXPECT_EQ(c.syndrome, m::kSyndRemoteAccessErr);
+  EXPECT_EQ(c.wqe_opcode, m::kOpRdmaWrite);
+  EXPECT_EQ(own.outstanding(), 0u);
+  EXPECT_EQ(own.try_poll(c), Status::kEmpty);
+  own.give_back();
+  EXPECT_EQ(q.qs->rq.completed, 1u);
+  EXPECT_EQ(q.qs->sq.completed, 1u);
+  EXPECT_EQ(q.cs->claimed, 2u);
+  EXPECT_EQ(be32toh(q.cq_dbrec.set_ci.raw), 2u);
+}
+
+TEST(QpOwner, AFullRingIsQueueFullAtOnceUntilPolled) {
+  HostQp q(8, 2, 4);  // 8 WQEBBs, 2 receives
+  QpOwner own;
+  ASSERT_EQ(own.take(q.qp, q.cqh), Status::kOk);
+  Sge sge{0x1000, 8, 1};
+  SendWr w;
+  w.opcode = WrOpcode::kNop;
+  w.flags = kWrSignaled;
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(own.post_send(w), Status::kOk) << i;
+  EXPECT_EQ(own.post_send(w), Status::kQueueFull);
+  EXPECT_EQ(own.post_recv(&sge, 1), Status::kOk);
+  EXPECT_EQ(own.post_recv(&sge, 1), Status::kOk);
+  EXPECT_EQ(own.post_recv(&sge, 1), Status::kQueueFull);
+  gv::ib::store_cqe(&q.cq[0], gv::ib::make_req_cqe(q.qp.qpn, m::kOpNop, 0, 0), 0, gv::sync::Scope::kSystem);
+  Completion c;
+  ASSERT_EQ(own.poll(c, gv::Budget{0}), Status::kOk);
+  EXPECT_EQ(own.post_send(w), Status::kOk);  // the NOP's WQEBB is free again
+  EXPECT_EQ(own.post_send(w), Status::kQueueFull);
+}
+
+TEST(QpOwner, TakeRefusesAForeignCqAndHandlesOfAnotherVersion) {
+  HostQp a(16, 4, 4), b(16, 4, 4);
+  QpOwner own;
+  EXPECT_EQ(own.take(a.qp, b.cqh), Status::kInvalidArgument);  // b's CQ completes b's queues
+  a.qp.version = 0;
+  EXPECT_EQ(own.take(a.qp, a.cqh), Status::kInvalidArgument);
+  a.qp.version = kHandleVersion;
+  a.cqh.version = 7;
+  EXPECT_EQ(own.take(a.qp, a.cqh), Status::kInvalidArgument);
+  a.cqh.version = kHandleVersion;
+  EXPECT_EQ(own.take(a.qp, a.cqh), Status::kOk);
+}
+
+}  // namespace owner_tests

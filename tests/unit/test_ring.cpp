@@ -85,24 +85,14 @@ struct Rings : gvt::HostRings {
         sq_bbs(sq_bbs_), rq_wqes(rq_wqes_), log_cqes(log_cqes_), max_recv_sge(max_recv_sge_) {}
 };
 
-/// Writes CQE number p the way the HCA does: payload first, then the last 4 bytes (with the
-/// owner bit) in one release store. The CQE is built with rdma-core's structs.
+/// Writes CQE number p the way the HCA does (gv::ib::store_cqe: payload first, then the last 4
+/// bytes with the owner bit in one release store).
 void hca_write_cqe(Rings& r, std::uint64_t p, std::uint8_t opcode, std::uint16_t wqe_counter,
                    std::uint8_t wqe_opcode, std::uint32_t byte_cnt) {
-  alignas(8) std::uint8_t raw[64];
-  mlx5_cqe64 c;
-  std::memset(&c, 0, sizeof c);
-  c.byte_cnt = htobe32(byte_cnt);
-  c.sop_drop_qpn = htobe32((std::uint32_t{wqe_opcode} << 24) | r.qp.qpn);
-  c.wqe_counter = htobe16(wqe_counter);
-  c.op_own = static_cast<std::uint8_t>((opcode << 4) | ((p >> r.log_cqes) & 1));
-  std::memcpy(raw, &c, 64);
-  auto* slot = reinterpret_cast<std::uint8_t*>(&r.cq[p & ((1u << r.log_cqes) - 1)]);
-  std::memcpy(slot, raw, 60);
-  std::uint32_t tail;
-  std::memcpy(&tail, raw + 60, 4);
-  std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(slot + 60))
-      .store(tail, std::memory_order_release);
+  m::Cqe c = gv::ib::make_req_cqe(r.qp.qpn, wqe_opcode, wqe_counter, byte_cnt);
+  c.op_own = m::cqe_op_own(opcode, false, 0);
+  gv::ib::store_cqe(&r.cq[p & ((1u << r.log_cqes) - 1)], c, gv::ib::owner_bit(p, r.log_cqes),
+                    gv::sync::Scope::kSystem);
 }
 
 std::uint32_t be32_load(const gv::be32& f) {
@@ -171,7 +161,7 @@ void run_simulation(std::uint32_t sq_bbs, std::uint32_t rq_wqes, std::uint32_t l
         m_sq_res += bbs;
         if (w.flags & kWrSignaled) last_signaled_end = m_sq_res;
         ASSERT_EQ(r.qs->sq.reserved, m_sq_res);
-        ASSERT_EQ(be32toh(r.qp_dbrec.snd.raw), m_sq_res & 0xffff);
+        ASSERT_EQ(be32toh(r.qp_dbrec.snd.raw), m_sq_res & m::kWqeIndexMask);
         std::uint64_t db_want;  // the doorbell: first 8 bytes of this WQE's ctrl segment
         std::memcpy(&db_want, r.qp.sq + sq_octoword_offset(hca_sq.back().start, 0, sq_bbs), 8);
         ASSERT_EQ(r.doorbell, db_want);
@@ -185,16 +175,16 @@ void run_simulation(std::uint32_t sq_bbs, std::uint32_t rq_wqes, std::uint32_t l
                   fits ? Status::kOk : Status::kQueueFull) << "step " << steps;
         if (fits) {
           ++m_rq_res;
-          ASSERT_EQ(be32toh(r.qp_dbrec.rcv.raw), m_rq_res & 0xffff);
+          ASSERT_EQ(be32toh(r.qp_dbrec.rcv.raw), m_rq_res & m::kWqeIndexMask);
         }
         break;
       }
       case 2: {  // the HCA executes what the doorbell records publish, while the CQ has room
-        const std::uint64_t sq_pub = widen(hca_sq_pos, be32_load(r.qp_dbrec.snd), 16);
-        const std::uint64_t rq_pub = widen(hca_rq_pos, be32_load(r.qp_dbrec.rcv), 16);
+        const std::uint64_t sq_pub = widen(hca_sq_pos, be32_load(r.qp_dbrec.snd), m::kWqeIndexBits);
+        const std::uint64_t rq_pub = widen(hca_rq_pos, be32_load(r.qp_dbrec.rcv), m::kWqeIndexBits);
         ASSERT_EQ(sq_pub, m_sq_res);
         ASSERT_EQ(rq_pub, m_rq_res);
-        const std::uint64_t ci = widen_below(hca_cq_prod, be32_load(r.cq_dbrec.set_ci) & m::kCqCiMask, 24);
+        const std::uint64_t ci = widen_below(hca_cq_prod, be32_load(r.cq_dbrec.set_ci) & m::kCqCiMask, m::kCqCiBits);
         ASSERT_EQ(ci, m_cq_polled) << "CQ consumer index";
         std::uint64_t room = cq_size - (hca_cq_prod - ci);
         const unsigned budget = 1 + rng() % 6;
@@ -205,10 +195,10 @@ void run_simulation(std::uint32_t sq_bbs, std::uint32_t rq_wqes, std::uint32_t l
             mlx5_wqe_ctrl_seg ctrl;
             std::memcpy(&ctrl, r.qp.sq + sq_octoword_offset(hca_sq_pos, 0, sq_bbs), 16);
             const std::uint32_t oio = be32toh(ctrl.opmod_idx_opcode);
-            ASSERT_EQ((oio >> 8) & 0xffff, hca_sq_pos & 0xffff);
-            ASSERT_EQ(oio & 0xff, w.opcode);
+            ASSERT_EQ(m::ctrl_wqe_index(oio), hca_sq_pos & m::kWqeIndexMask);
+            ASSERT_EQ(m::ctrl_opcode(oio), w.opcode);
             ASSERT_EQ(be32toh(ctrl.qpn_ds) >> 8, r.qp.qpn);
-            ASSERT_EQ(wqe_bbs(be32toh(ctrl.qpn_ds) & 0x3f), w.bbs);
+            ASSERT_EQ(wqe_bbs(m::ctrl_ds(be32toh(ctrl.qpn_ds))), w.bbs);
             ASSERT_EQ((ctrl.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) != 0, w.signaled);
             hca_sq.pop_front();
             hca_sq_pos += w.bbs;

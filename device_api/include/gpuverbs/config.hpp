@@ -3,6 +3,10 @@
 // host compiler; GV_HD marks functions usable on both sides.
 #pragma once
 
+#if (defined(_MSVC_LANG) ? _MSVC_LANG : __cplusplus) < 202002L
+#error "gpuverbs needs C++20: compile with -std=c++20 (CMake: CXX_STANDARD 20, and CUDA_STANDARD 20 for .cu files)"
+#endif
+
 #if defined(__CUDACC__)
 #define GV_HD __host__ __device__
 #define GV_INLINE __forceinline__

@@ -8,15 +8,19 @@
 //   gv::ib::poll_cq<Ownership>(cq, completion)    wait (bounded) for one completion
 //   gv::ib::try_poll_cq<Ownership>(cq, completion) take one if ready
 //   gv::ib::poll_cq_warp(cq, completion)          a warp takes up to 32 ready ones at once (GPU)
+//   gv::ib::QpOwner                               one thread posting and polling a QP and its CQ
+//                                                 with their positions in registers (ib/owner.hpp)
 //
 // Ownership: kShared is safe for any number of threads and blocks; kExclusive is for a queue
 // one thread (or warp) owns. A queue (SQ, RQ, CQ) keeps one ownership mode for its life.
 //
-// Formats: ib/mlx5_format.hpp. Encoders: ib/encode.hpp. Handles: ib/handles.hpp.
+// Formats: ib/mlx5_format.hpp. Encoders: ib/encode.hpp. CQEs: ib/cqe.hpp. Handles: ib/handles.hpp.
 #pragma once
+#include "ib/cqe.hpp"
 #include "ib/encode.hpp"
 #include "ib/handles.hpp"
 #include "ib/mlx5_format.hpp"
+#include "ib/owner.hpp"
 #include "ib/poll.hpp"
 #include "ib/poll_warp.hpp"
 #include "ib/post.hpp"
@@ -24,3 +28,4 @@
 #include "ib/ring.hpp"
 #include "ib/work_request.hpp"
 #include "status.hpp"
+#include "types.hpp"

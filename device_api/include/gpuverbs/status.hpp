@@ -6,7 +6,7 @@
 
 namespace gv {
 
-enum class Status : std::uint32_t {
+enum class [[nodiscard]] Status : std::uint32_t {
   kOk = 0,
   kEmpty,            ///< poll found nothing (not an error)
   kTimeout,          ///< a bounded wait ran out of budget

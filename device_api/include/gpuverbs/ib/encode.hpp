@@ -36,9 +36,8 @@ GV_HD GV_INLINE mlx5::CtrlSeg make_ctrl_seg(std::uint16_t wqe_index, std::uint8_
                                             std::uint8_t fm_ce_se, std::uint8_t ds,
                                             std::uint8_t signature, be32 imm) {
   mlx5::CtrlSeg s{};
-  s.opmod_idx_opcode = be32::from((std::uint32_t{opmod} << 24) |
-                                  (std::uint32_t{wqe_index} << 8) | opcode);
-  s.qpn_ds = be32::from((qpn << 8) | ds);
+  s.opmod_idx_opcode = be32::from(mlx5::ctrl_opmod_idx_opcode(opmod, wqe_index, opcode));
+  s.qpn_ds = be32::from(mlx5::ctrl_qpn_ds(qpn, ds));
   s.signature = signature;
   s.fm_ce_se = fm_ce_se;
   s.imm = imm;
@@ -205,6 +204,35 @@ GV_HD GV_INLINE Octoword wqe_octoword(const SendWr& wr, std::uint32_t k, std::ui
   }
   const Sge& s = nth_nonempty_sge(wr.sg_list, j);
   return as_octoword(make_data_seg(s.length, s.lkey, s.addr));
+}
+
+/// A control segment's fields, from its octoword as loaded from a ring (host order).
+struct CtrlFields {
+  std::uint8_t opcode = 0;
+  std::uint16_t wqe_index = 0;
+  std::uint32_t qpn = 0;
+  std::uint32_t ds = 0;
+  std::uint8_t fm_ce_se = 0;
+  be32 imm{0};  ///< wire order
+};
+GV_HD GV_INLINE CtrlFields decode_ctrl(const Octoword& o) {
+  mlx5::CtrlSeg s;
+  std::memcpy(&s, &o, sizeof(s));
+  CtrlFields f;
+  const std::uint32_t oio = s.opmod_idx_opcode.get(), qd = s.qpn_ds.get();
+  f.opcode = mlx5::ctrl_opcode(oio);
+  f.wqe_index = mlx5::ctrl_wqe_index(oio);
+  f.qpn = mlx5::ctrl_qpn(qd);
+  f.ds = mlx5::ctrl_ds(qd);
+  f.fm_ce_se = s.fm_ce_se;
+  f.imm = s.imm;
+  return f;
+}
+/// The size in octowords of the WQE whose control segment is `ctrl`.
+GV_HD GV_INLINE std::uint32_t ctrl_ds_of(const Octoword& ctrl) {
+  mlx5::CtrlSeg s;
+  std::memcpy(&s, &ctrl, sizeof(s));
+  return mlx5::ctrl_ds(s.qpn_ds.get());
 }
 
 /// Where octoword k of the WQE starting at WQEBB counter `start` lies in an SQ of `sq_bbs`

@@ -97,4 +97,10 @@ struct CqHandle {
 };
 static_assert(sizeof(CqHandle) == 96);
 
+/// A handle of this version of the layout (its leading field): every call that takes a handle
+/// checks it, so a kernel built against another gpuverbs gets kInvalidArgument instead of
+/// misreading the fields.
+GV_HD GV_INLINE constexpr bool handle_ok(const QpHandle& h) { return h.version == kHandleVersion; }
+GV_HD GV_INLINE constexpr bool handle_ok(const CqHandle& h) { return h.version == kHandleVersion; }
+
 }  // namespace gv::ib

@@ -71,6 +71,44 @@ struct AtomicSeg {
 
 static_assert(sizeof(CtrlSeg) == 16 && offsetof(CtrlSeg, fm_ce_se) == 11 &&
               offsetof(CtrlSeg, imm) == 12);
+
+// ---- Field widths, positions and masks ---------------------------------------------------
+// Every packed field of the formats, named once; the encoders, the decoders and the software
+// HCA use these, never the numbers.
+
+/// WQE indices as the hardware carries them (the control segment's wqe_index, the CQE's
+/// wqe_counter, both doorbell-record counters): the low 16 bits of a monotonic counter.
+inline constexpr std::uint32_t kWqeIndexBits = 16;
+inline constexpr std::uint32_t kWqeIndexMask = (1u << kWqeIndexBits) - 1;
+/// CtrlSeg::opmod_idx_opcode: opmod[31:24] wqe_index[23:8] opcode[7:0].
+inline constexpr std::uint32_t kCtrlOpmodShift = 24;
+inline constexpr std::uint32_t kCtrlIndexShift = 8;
+inline constexpr std::uint32_t kCtrlOpcodeMask = 0xff;
+/// CtrlSeg::qpn_ds: qpn[31:8] ds[5:0].
+inline constexpr std::uint32_t kCtrlQpnShift = 8;
+inline constexpr std::uint32_t kCtrlDsMask = 0x3f;
+
+GV_HD GV_INLINE constexpr std::uint32_t ctrl_opmod_idx_opcode(std::uint8_t opmod, std::uint16_t wqe_index,
+                                                              std::uint8_t opcode) {
+  return (std::uint32_t{opmod} << kCtrlOpmodShift) | (std::uint32_t{wqe_index} << kCtrlIndexShift) | opcode;
+}
+GV_HD GV_INLINE constexpr std::uint8_t ctrl_opcode(std::uint32_t opmod_idx_opcode) {
+  return static_cast<std::uint8_t>(opmod_idx_opcode & kCtrlOpcodeMask);
+}
+GV_HD GV_INLINE constexpr std::uint16_t ctrl_wqe_index(std::uint32_t opmod_idx_opcode) {
+  return static_cast<std::uint16_t>((opmod_idx_opcode >> kCtrlIndexShift) & kWqeIndexMask);
+}
+GV_HD GV_INLINE constexpr std::uint32_t ctrl_qpn_ds(std::uint32_t qpn, std::uint8_t ds) {
+  return (qpn << kCtrlQpnShift) | ds;
+}
+GV_HD GV_INLINE constexpr std::uint32_t ctrl_qpn(std::uint32_t qpn_ds) { return qpn_ds >> kCtrlQpnShift; }
+GV_HD GV_INLINE constexpr std::uint32_t ctrl_ds(std::uint32_t qpn_ds) { return qpn_ds & kCtrlDsMask; }
+
+/// A doorbell record's value for a work queue whose producer counter is `counter` (host order;
+/// the record holds it big-endian).
+GV_HD GV_INLINE constexpr std::uint32_t dbrec_counter(std::uint64_t counter) {
+  return static_cast<std::uint32_t>(counter & kWqeIndexMask);
+}
 static_assert(sizeof(RaddrSeg) == 16 && sizeof(DataSeg) == 16 && sizeof(AtomicSeg) == 16);
 static_assert(sizeof(InlineSeg) == 4);
 
@@ -87,7 +125,9 @@ struct CqDbrec {
   be32 arm;
 };
 static_assert(sizeof(QpDbrec) == 8 && sizeof(CqDbrec) == 8);
-inline constexpr std::uint32_t kCqCiMask = 0x00ffffffu;
+/// The CQ consumer index the doorbell record carries: the low 24 bits of the counter.
+inline constexpr std::uint32_t kCqCiBits = 24;
+inline constexpr std::uint32_t kCqCiMask = (1u << kCqCiBits) - 1;
 
 // ---- Completion queue --------------------------------------------------------------------
 inline constexpr std::uint32_t kCqeSize = 64;
@@ -152,8 +192,36 @@ static_assert(sizeof(Cqe) == kCqeSize && sizeof(ErrCqe) == kCqeSize);
 static_assert(offsetof(Cqe, byte_cnt) == 44 && offsetof(Cqe, sop_drop_qpn) == 56 &&
               offsetof(Cqe, wqe_counter) == 60 && offsetof(Cqe, op_own) == 63);
 static_assert(offsetof(ErrCqe, syndrome) == 55 && offsetof(ErrCqe, s_wqe_opcode_qpn) == 56);
+static_assert(kMaxWqeDs == kCtrlDsMask);
 
-GV_HD GV_INLINE constexpr std::uint8_t cqe_opcode(std::uint8_t op_own) { return op_own >> 4; }
-GV_HD GV_INLINE constexpr std::uint8_t cqe_owner(std::uint8_t op_own) { return op_own & 1u; }
+/// Cqe::sop_drop_qpn and ErrCqe::s_wqe_opcode_qpn: the WQE's opcode[31:24] qpn[23:0].
+inline constexpr std::uint32_t kCqeWqeOpcodeShift = 24;
+GV_HD GV_INLINE constexpr std::uint32_t cqe_opcode_qpn(std::uint8_t wqe_opcode, std::uint32_t qpn) {
+  return (std::uint32_t{wqe_opcode} << kCqeWqeOpcodeShift) | (qpn & kQpnMask);
+}
+GV_HD GV_INLINE constexpr std::uint8_t cqe_wqe_opcode(std::uint32_t opcode_qpn) {
+  return static_cast<std::uint8_t>(opcode_qpn >> kCqeWqeOpcodeShift);
+}
+GV_HD GV_INLINE constexpr std::uint32_t cqe_qpn(std::uint32_t opcode_qpn) { return opcode_qpn & kQpnMask; }
+
+/// op_own: opcode[7:4] format[3:2] se[1] owner[0].
+inline constexpr std::uint32_t kCqeOpcodeShift = 4;
+inline constexpr std::uint8_t kCqeSolicited = 1u << 1;
+inline constexpr std::uint8_t kCqeOwnerMask = 1u;
+GV_HD GV_INLINE constexpr std::uint8_t cqe_op_own(std::uint8_t opcode, bool solicited, std::uint8_t owner) {
+  return static_cast<std::uint8_t>((opcode << kCqeOpcodeShift) | (solicited ? kCqeSolicited : 0) |
+                                   (owner & kCqeOwnerMask));
+}
+GV_HD GV_INLINE constexpr std::uint8_t cqe_opcode(std::uint8_t op_own) { return op_own >> kCqeOpcodeShift; }
+GV_HD GV_INLINE constexpr std::uint8_t cqe_owner(std::uint8_t op_own) { return op_own & kCqeOwnerMask; }
+
+/// A CQE's last 4 bytes (wqe_counter, signature, op_own) read as one little-endian word: what
+/// a poller loads first. Its low two bytes are wqe_counter, big-endian; the top byte op_own.
+inline constexpr std::uint32_t kCqeTailOffset = 60;
+GV_HD GV_INLINE constexpr std::uint32_t cqe_tail_counter(std::uint32_t tail) {
+  return ((tail & 0xffu) << 8) | ((tail >> 8) & 0xffu);
+}
+GV_HD GV_INLINE constexpr std::uint8_t cqe_tail_op_own(std::uint32_t tail) { return static_cast<std::uint8_t>(tail >> 24); }
+static_assert(offsetof(Cqe, wqe_counter) == kCqeTailOffset);
 
 }  // namespace gv::ib::mlx5

@@ -1,189 +1,47 @@
-// Polling completions: CQE validity by owner bit, decoding (including error CQEs with their
-// syndrome), handing the CQE back to the producer, and retiring the SQ/RQ space it covers.
+// Polling completions: CQE validity by owner bit, decoding (cqe.hpp), handing the CQE back to
+// the producer, and retiring the SQ/RQ space it covers.
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 #include "../status.hpp"
 #include "../sync.hpp"
+#include "cqe.hpp"
 #include "encode.hpp"
 #include "handles.hpp"
 #include "post.hpp"
 
 namespace gv::ib {
 
-/// A decoded CQE.
-struct Completion {
-  Status status = Status::kEmpty;  ///< kOk, or kCompletionError with `syndrome` set
-  std::uint8_t cqe_opcode = mlx5::kCqeInvalid;
-  std::uint8_t wqe_opcode = 0;     ///< requester side: the mlx5 opcode of the completed WQE
-  std::uint8_t syndrome = 0;       ///< mlx5 syndrome (0 on success)
-  std::uint8_t vendor_syndrome = 0;
-  std::uint32_t qpn = 0;
-  std::uint16_t wqe_counter = 0;   ///< send: first WQEBB of the WQE; receive: RQ WQE index
-  std::uint32_t byte_len = 0;
-  std::uint32_t imm = 0;           ///< host order
-
-  GV_HD bool ok() const { return status == Status::kOk; }
-  /// Requester (send queue) completion, as opposed to a responder (receive) one.
-  GV_HD bool is_send() const {
-    return cqe_opcode == mlx5::kCqeReq || cqe_opcode == mlx5::kCqeReqErr;
-  }
-};
-
-GV_HD GV_INLINE Completion decode_cqe(const mlx5::Cqe& c) {
-  Completion out;
-  out.cqe_opcode = mlx5::cqe_opcode(c.op_own);
-  out.wqe_counter = c.wqe_counter.get();
-  if (out.cqe_opcode == mlx5::kCqeReqErr || out.cqe_opcode == mlx5::kCqeRespErr) {
-    mlx5::ErrCqe e;
-    std::memcpy(&e, &c, sizeof(e));
-    out.status = Status::kCompletionError;
-    out.syndrome = e.syndrome;
-    out.vendor_syndrome = e.vendor_err_synd;
-    const std::uint32_t w = e.s_wqe_opcode_qpn.get();
-    out.wqe_opcode = static_cast<std::uint8_t>(w >> 24);
-    out.qpn = w & mlx5::kQpnMask;
-    return out;
-  }
-  out.status = Status::kOk;
-  const std::uint32_t w = c.sop_drop_qpn.get();
-  out.qpn = w & mlx5::kQpnMask;
-  if (out.cqe_opcode == mlx5::kCqeReq) out.wqe_opcode = static_cast<std::uint8_t>(w >> 24);
-  out.byte_len = c.byte_cnt.get();
-  out.imm = c.imm_inval_pkey.get();
-  return out;
-}
-
 /// The last 4 bytes of a CQE (wqe_counter, signature, op_own), acquired from its producer.
-GV_HD GV_INLINE std::uint32_t cqe_tail(const CqHandle& cq, const mlx5::Cqe* cqe) {
-  return sync::cqe_owner_before_payload(reinterpret_cast<const std::uint32_t*>(&cqe->wqe_counter),
-                                        cq.executor);
-}
+GV_HD GV_INLINE std::uint32_t cqe_tail(const CqHandle& cq, const mlx5::Cqe* cqe);
 
-GV_HD GV_INLINE bool cqe_ready(std::uint32_t tail, std::uint64_t ci, std::uint32_t log_cqes) {
-  const auto op_own = static_cast<std::uint8_t>(tail >> 24);
-  return mlx5::cqe_opcode(op_own) != mlx5::kCqeInvalid &&
-         mlx5::cqe_owner(op_own) == owner_bit(ci, log_cqes);
-}
+/// Whether a CQE whose tail is `tail` is the one for consumer counter `ci` (its owner bit is
+/// this lap's and its opcode valid), in a CQ of 2^log_cqes entries.
+GV_HD GV_INLINE bool cqe_ready(std::uint32_t tail, std::uint64_t ci, std::uint32_t log_cqes);
 
 /// Free the SQ or RQ space a completion covers. Out-of-order retirement by concurrent
 /// pollers is safe: counters only move forward (fetch_max).
-GV_HD GV_INLINE void retire(const CqHandle& cq, const Completion& c) {
-  if (c.is_send()) {
-    if (cq.send_qp == nullptr || c.qpn != cq.send_qpn) return;
-    WqCounters* sq = &cq.send_qp->sq;
-    const std::uint64_t start = widen_below(sync::load_acquire(&sq->reserved) - 1, c.wqe_counter, 16);
-    const Octoword ctrl = load_octoword(cq.send_sq + sq_octoword_offset(start, 0, cq.send_sq_bbs));
-    const std::uint32_t ds = byteswap(ctrl.w[1]) & 0x3fu;
-    sync::fetch_max(&sq->completed, start + wqe_bbs(ds));
-  } else {
-    if (cq.recv_qp == nullptr || c.qpn != cq.recv_qpn) return;
-    WqCounters* rq = &cq.recv_qp->rq;
-    const std::uint64_t idx = widen_below(sync::load_acquire(&rq->reserved) - 1, c.wqe_counter, 16);
-    sync::fetch_max(&rq->completed, idx + 1);
-  }
-}
+GV_HD GV_INLINE void retire(const CqHandle& cq, const Completion& c);
 
+/// Hand the CQEs before counter `next` back to the producer (the doorbell record's consumer
+/// index, released at the executor's scope); shared pollers also advance `released`.
 template <Ownership O>
-GV_HD GV_INLINE void cq_release(const CqHandle& cq, std::uint64_t next) {
-  sync::cqe_read_before_release(&cq.dbrec->set_ci.raw,
-                                be32::from(static_cast<std::uint32_t>(next & mlx5::kCqCiMask)).raw,
-                                cq.executor);
-  if constexpr (O == Ownership::kShared) sync::store_release(&cq.state->released, next);
-}
+GV_HD GV_INLINE void cq_release(const CqHandle& cq, std::uint64_t next);
 
-GV_HD GV_INLINE Status empty_or_overrun(const CqHandle& cq) {
-  return (cq.error != nullptr && sync::load_host_flag(cq.error) != 0) ? Status::kCqOverrun
-                                                                       : Status::kEmpty;
-}
-
-/// try_poll_cq for the CQ's only poller (kExclusive), which is also the only one to advance
-/// the completed counters of the work queues the CQ retires (CQEs arrive in work-queue order,
-/// so a plain store keeps them monotonic). Three rounds of loads and one release: its cursor
-/// and those counters; the CQE's last word (acquire); the CQE's body and, for a send
-/// completion, the control segment of the WQE its wqe_counter names (widened from the
-/// completed counter: the oldest WQE not yet completed starts there, and every outstanding
-/// one lies within one ring of it). Then cursor, counter and consumer index are stored.
-GV_HD GV_INLINE Status try_poll_cq_owned(const CqHandle& cq, Completion& out) {
-  const std::uint64_t ci = sync::load_relaxed(&cq.state->claimed);
-  WqCounters* const sq = cq.send_qp != nullptr ? &cq.send_qp->sq : nullptr;
-  WqCounters* const rq = cq.recv_qp != nullptr ? &cq.recv_qp->rq : nullptr;
-  const std::uint64_t sq_done = sq != nullptr ? sync::load_relaxed(&sq->completed) : 0;
-  const std::uint64_t rq_done = rq != nullptr ? sync::load_relaxed(&rq->completed) : 0;
-  const mlx5::Cqe* cqe = cq.ring + (ci & ((1u << cq.log_cqes) - 1));
-  const std::uint32_t tail = cqe_tail(cq, cqe);
-  if (!cqe_ready(tail, ci, cq.log_cqes)) return empty_or_overrun(cq);
-  // wqe_counter is the tail's first two bytes, big-endian.
-  const std::uint32_t counter = ((tail & 0xffu) << 8) | ((tail >> 8) & 0xffu);
-  const std::uint8_t op = mlx5::cqe_opcode(static_cast<std::uint8_t>(tail >> 24));
-  const bool req = op == mlx5::kCqeReq || op == mlx5::kCqeReqErr;
-  const std::uint64_t start = widen(sq_done, counter, 16);
-  Octoword ctrl{};
-  if (req && sq != nullptr) ctrl = load_octoword(cq.send_sq + sq_octoword_offset(start, 0, cq.send_sq_bbs));
-  mlx5::Cqe copy;
-  std::memcpy(&copy, cqe, sizeof(copy));
-  out = decode_cqe(copy);
-  std::uint64_t* done = nullptr;
-  std::uint64_t end = 0;
-  if (req) {
-    if (sq != nullptr && out.qpn == cq.send_qpn) {
-      done = &sq->completed;
-      end = start + wqe_bbs(byteswap(ctrl.w[1]) & 0x3fu);
-    }
-  } else if (rq != nullptr && out.qpn == cq.recv_qpn) {
-    done = &rq->completed;
-    end = widen(rq_done, counter, 16) + 1;
-  }
-  sync::store_relaxed(&cq.state->claimed, ci + 1);
-  sync::cqe_read_before_release_and_retire(&cq.dbrec->set_ci.raw,
-                                           be32::from(static_cast<std::uint32_t>((ci + 1) & mlx5::kCqCiMask)).raw,
-                                           cq.executor, done, end);
-  return out.status;
-}
+/// What a poll that found nothing reports: kEmpty, or kCqOverrun once the provider declared it.
+GV_HD GV_INLINE Status empty_or_overrun(const CqHandle& cq);
 
 /// Take one completion if one is ready: kOk / kCompletionError with `out` filled, kEmpty, or
-/// kCqOverrun once the provider declared the CQ overrun.
+/// kCqOverrun once the provider declared the CQ overrun (kInvalidArgument for a handle of
+/// another version).
 template <Ownership O>
-GV_HD Status try_poll_cq(const CqHandle& cq, Completion& out) {
-  if constexpr (O == Ownership::kExclusive) {
-    return try_poll_cq_owned(cq, out);
-  } else {
-    const std::uint32_t mask = (1u << cq.log_cqes) - 1;
-    std::uint64_t ci;
-    mlx5::Cqe copy;
-    for (;;) {
-      ci = sync::load_acquire(&cq.state->claimed);
-      const mlx5::Cqe* cqe = cq.ring + (ci & mask);
-      if (!cqe_ready(cqe_tail(cq, cqe), ci, cq.log_cqes)) return empty_or_overrun(cq);
-      std::uint64_t expected = ci;
-      if (sync::compare_exchange(&cq.state->claimed, expected, ci + 1)) {
-        std::memcpy(&copy, cqe, sizeof(copy));
-        break;
-      }
-    }
-    // Hand CQEs back in order, so the consumer index never runs ahead of an unread entry.
-    const Status st = sync::bounded_wait(
-        [&] { return sync::load_acquire(&cq.state->released) == ci; }, Budget{}, cq.abort);
-    if (st != Status::kOk) return st;
-    out = decode_cqe(copy);
-    retire(cq, out);
-    cq_release<O>(cq, ci + 1);
-    return out.status;
-  }
-}
+GV_HD Status try_poll_cq(const CqHandle& cq, Completion& out);
 
 /// Wait (bounded) for one completion.
 template <Ownership O>
-GV_HD Status poll_cq(const CqHandle& cq, Completion& out, Budget budget = {}) {
-  Status st = Status::kEmpty;
-  const Status w = sync::bounded_wait(
-      [&] {
-        st = try_poll_cq<O>(cq, out);
-        return st != Status::kEmpty;
-      },
-      budget, cq.abort);
-  return w == Status::kOk ? st : w;
-}
+GV_HD Status poll_cq(const CqHandle& cq, Completion& out, Budget budget = {});
 
 }  // namespace gv::ib
+
+#include "detail/poll.hpp"  // the definitions

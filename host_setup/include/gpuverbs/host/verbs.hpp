@@ -10,9 +10,13 @@
 //   qp->connect(peer_info);                                  // RESET -> INIT -> RTR -> RTS
 //   kernel<<<...>>>(qp->device_handle(), cq->device_handle());
 //
-// Lifetimes: a Device outlives everything created from it; a QueuePair / CompletionQueue
-// outlives every kernel or thread using its handle. CQ handles are taken after the QPs that
-// complete into them are created (the handle records which queues the CQ retires).
+// Lifetimes: everything created from a Device keeps its provider alive, so the Device may go
+// first (its memory, queues and engine stay until the last child is destroyed); a QueuePair /
+// CompletionQueue outlives every kernel or thread using its handle.
+// Handles: a QP's after it is connected (device_handle() refuses a QP in RESET or INIT, whose
+// work would never execute); a CQ's after the QPs that complete into it are created (the handle
+// records which queues the CQ retires; create_qp() refuses to bind a queue to a CQ whose handle
+// was taken without it). A CQ completes at most one send queue and one receive queue.
 // Errors: every call validates its arguments and throws gv::Error with a message that names
 // the problem and what to do; nothing here calls exit().
 #pragma once
@@ -25,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include <gpuverbs/host/types.hpp>
+#include <gpuverbs/types.hpp>
 #include <gpuverbs/ib/handles.hpp>
 #include <gpuverbs/ib/poll.hpp>
 
@@ -148,7 +152,7 @@ class Device {
 
  private:
   explicit Device(std::unique_ptr<detail::Provider> p);
-  std::unique_ptr<detail::Provider> provider_;
+  std::shared_ptr<detail::Provider> provider_;  ///< shared with every child (see Lifetimes)
   friend class ProtectionDomain;
 };
 
@@ -163,6 +167,9 @@ class ProtectionDomain {
   /// atomics or stores to the same word. Deregister before freeing the memory, and only when
   /// no work request targeting it is in flight.
   std::unique_ptr<MemoryRegion> reg_mr(void* addr, std::size_t length, std::uint32_t access);
+  /// A QP whose send queue completes into `send_cq` and receive queue into `recv_cq` (the same
+  /// CQ may take both). A CQ completes at most one send queue and one receive queue: its handle
+  /// frees their ring space as completions are polled, so give each QP its own send CQ.
   std::unique_ptr<QueuePair> create_qp(CompletionQueue& send_cq, CompletionQueue& recv_cq,
                                        const QpCaps& caps = {});
   std::uint32_t pdn() const;
@@ -192,6 +199,8 @@ class CompletionQueue {
   ~CompletionQueue();
   std::uint32_t cqn() const;
   std::uint32_t entries() const;  ///< depth rounded up to a power of two
+  /// The handle kernels poll with. Take it after creating the QPs that complete into this CQ;
+  /// throws while none does.
   ib::CqHandle device_handle() const;
 
  private:
@@ -215,6 +224,7 @@ class QueuePair {
   /// RESET -> INIT -> RTR -> RTS towards `remote`. A QP connects once.
   void connect(const QpInfo& remote, const ConnectAttr& attr = {});
 
+  /// The handle kernels post with; throws unless the QP is connected (RTR, RTS, or ERR after).
   ib::QpHandle device_handle() const;
 
  private:

@@ -63,7 +63,7 @@ GV_HD inline Status ib_wait(const Endpoint& ep, const IbLane& L, std::uint64_t e
   const Status w = sync::bounded_wait(
       [&] {
         if (sync::load_acquire(&L.state->done) >= end) return true;
-        ib_progress(L);
+        (void)ib_progress(L);  // its error shows in ib_outcome below
         return sync::load_acquire(&L.state->done) >= end;
       },
       ep.budget, ep.abort);

@@ -5,7 +5,7 @@
 // join lane 0 for every data movement, so payloads move 32 lanes wide. Lane 0 hands a move to
 // its helpers through a job in shared memory and two __syncwarp()s, which Volta and later
 // allow at different program points.
-#include "gpu_engine.hpp"
+#include "gpu_engine_kernel.hpp"
 
 namespace gv::detail {
 namespace {

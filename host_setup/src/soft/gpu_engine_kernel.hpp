@@ -1,4 +1,4 @@
-// The software HCA's GPU engine: a persistent kernel that executes the WQEs of one arena in
+// The software HCA's GPU engine kernel: a persistent kernel that executes the WQEs of one arena in
 // GPU memory with the semantics of soft/hca.hpp. Internal to host_setup; the soft provider
 // starts it on its own non-blocking stream and stops it through the EngineBeacon.
 #pragma once
@@ -6,7 +6,7 @@
 
 #include <cuda_runtime.h>
 
-#include "../soft/hca.hpp"
+#include "../../soft/hca.hpp"
 
 namespace gv::detail {
 

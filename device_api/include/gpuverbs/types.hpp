@@ -1,5 +1,5 @@
-// Value types shared by the public host API and the providers' internal (and device-side)
-// state: access rights and QP states, defined once.
+// Value types the host API and device-side code share: access rights and QP states, defined
+// once (the host sets them, the software HCA's engines, on the host or the GPU, check them).
 #pragma once
 #include <cstdint>
 

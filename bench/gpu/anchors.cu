@@ -1,0 +1,187 @@
+// gv_gpu_verbs anchors: what the hardware gives without any verbs: a flag ping-pong between two
+// blocks through GPU memory and through pinned host memory, and between two GPUs by peer stores
+// when two are present; cudaMemcpyPeerAsync latency, and a host-driven ping-pong of such copies.
+#include <cstdio>
+
+#include "harness.hpp"
+
+namespace gv::bench {
+namespace {
+
+/// Two parties bounce a counter through two flag words; party 0 times each round trip.
+__global__ void flag_pingpong(std::uint32_t* mine, std::uint32_t* theirs, int iters, bool starts,
+                              std::uint64_t* rtt_ns, std::uint32_t* timeouts) {
+  constexpr auto kSys = gv::sync::Scope::kSystem;  // the two parties are different GPUs
+  if (threadIdx.x != 0) return;
+  for (int i = 1; i <= iters; ++i) {
+    const std::uint64_t t0 = gv::sync::now_ns();
+    if (starts) {
+      gv::sync::store_release(theirs, static_cast<std::uint32_t>(i), kSys);
+      if (gv::sync::bounded_wait([&] { return gv::sync::load_acquire(mine, kSys) == static_cast<std::uint32_t>(i); },
+                                 gv::Budget{1'000'000'000}, nullptr) != Status::kOk) {
+        ++*timeouts;
+        return;
+      }
+      rtt_ns[i - 1] = gv::sync::now_ns() - t0;
+    } else {
+      if (gv::sync::bounded_wait([&] { return gv::sync::load_acquire(mine, kSys) == static_cast<std::uint32_t>(i); },
+                                 gv::Budget{1'000'000'000}, nullptr) != Status::kOk) {
+        ++*timeouts;
+        return;
+      }
+      gv::sync::store_release(theirs, static_cast<std::uint32_t>(i), kSys);
+    }
+  }
+}
+
+__global__ void flag_pingpong_2blocks(std::uint32_t* f0, std::uint32_t* f1, int iters, std::uint64_t* rtt,
+                                      std::uint32_t* timeouts) {
+  // block 0 owns f0 and writes f1; block 1 the reverse.
+  if (blockIdx.x == 0) {
+    if (threadIdx.x == 0) {
+      for (int i = 1; i <= iters; ++i) {
+        const std::uint64_t t0 = gv::sync::now_ns();
+        gv::sync::store_release(f1, static_cast<std::uint32_t>(i));
+        if (gv::sync::bounded_wait([&] { return gv::sync::load_acquire(f0) == static_cast<std::uint32_t>(i); },
+                                   gv::Budget{1'000'000'000}, nullptr) != Status::kOk) {
+          ++*timeouts;
+          return;
+        }
+        rtt[i - 1] = gv::sync::now_ns() - t0;
+      }
+    }
+  } else if (threadIdx.x == 0) {
+    for (int i = 1; i <= iters; ++i) {
+      if (gv::sync::bounded_wait([&] { return gv::sync::load_acquire(f1) == static_cast<std::uint32_t>(i); },
+                                 gv::Budget{1'000'000'000}, nullptr) != Status::kOk) {
+        ++*timeouts;
+        return;
+      }
+      gv::sync::store_release(f0, static_cast<std::uint32_t>(i));
+    }
+  }
+}
+
+void report_anchor(const char* what, std::vector<double> half_us) {
+  const std::uint64_t n = half_us.size();
+  const auto s = summarize(std::move(half_us));
+  std::printf(" %-44s t_typical %.3f us  t_min %.3f  t_avg %.3f  99%% %.3f\n", what, s.typical, s.min, s.avg, s.p99);
+  g_json.row(latency_json("anchor", std::string("\"mode\":\"none\",\"variant\":\"") + what + "\",", 8, n, s));
+}
+
+}  // namespace
+
+/// No GPU engine is open here: device-wide synchronisation is fine.
+void bench_anchors(const Options& o, Harness&) {
+  const int iters = static_cast<int>(o.iters);
+  std::printf("# anchors: half round trip of a flag ping-pong [us]\n");
+  std::uint64_t* rtt;
+  std::uint32_t* timeouts;
+  CK(cudaMallocHost(&rtt, sizeof(std::uint64_t) * iters));
+  CK(cudaMallocHost(&timeouts, sizeof(std::uint32_t)));
+  auto collect = [&](const char* what) {
+    if (*timeouts) throw std::runtime_error(std::string(what) + ": a flag wait timed out");
+    std::vector<double> v;
+    for (int i = iters / 10; i < iters; ++i) v.push_back(static_cast<double>(rtt[i]) / 2000.0);
+    report_anchor(what, v);
+  };
+  for (const bool gpu : {true, false}) {
+    std::uint32_t* f;
+    if (gpu) {
+      CK(cudaMalloc(&f, 256));
+      CK(cudaMemset(f, 0, 256));
+    } else {
+      CK(cudaHostAlloc(&f, 256, cudaHostAllocMapped));
+      std::memset(f, 0, 256);
+    }
+    *timeouts = 0;
+    flag_pingpong_2blocks<<<2, 32>>>(f, f + 32, iters, rtt, timeouts);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    collect(gpu ? "two blocks, flags in GPU memory" : "two blocks, flags in pinned host memory");
+    CK(gpu ? cudaFree(f) : cudaFreeHost(f));
+  }
+  int n = 0;
+  CK(cudaGetDeviceCount(&n));
+  if (n >= 2) {
+    int can = 0;
+    CK(cudaDeviceCanAccessPeer(&can, 0, 1));
+    if (can) {
+      std::uint32_t *f0, *f1;
+      cudaStream_t s0, s1;
+      enable_peer_access(0, 1);
+      CK(cudaMalloc(&f0, 256));
+      CK(cudaMemset(f0, 0, 256));
+      CK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+      enable_peer_access(1, 0);
+      CK(cudaMalloc(&f1, 256));
+      CK(cudaMemset(f1, 0, 256));
+      CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+      CK(cudaDeviceSynchronize());
+      *timeouts = 0;
+      // GPU0 polls its own f0 and stores into GPU1's f1; GPU1 the reverse (peer stores).
+      flag_pingpong<<<1, 32, 0, s1>>>(f1, f0, iters, false, rtt, timeouts);
+      CK(cudaSetDevice(0));
+      flag_pingpong<<<1, 32, 0, s0>>>(f0, f1, iters, true, rtt, timeouts);
+      CK(cudaStreamSynchronize(s0));
+      CK(cudaSetDevice(1));
+      CK(cudaStreamSynchronize(s1));
+      collect("two GPUs, peer stores (NVLink/PCIe)");
+
+      // cudaMemcpyPeerAsync of 8 bytes, timed with events.
+      CK(cudaSetDevice(0));
+      cudaEvent_t e0, e1;
+      CK(cudaEventCreate(&e0));
+      CK(cudaEventCreate(&e1));
+      std::vector<double> v;
+      for (int i = 0; i < 1000; ++i) {
+        CK(cudaEventRecord(e0, s0));
+        CK(cudaMemcpyPeerAsync(f1, 1, f0, 0, 8, s0));
+        CK(cudaEventRecord(e1, s0));
+        CK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (i >= 100) v.push_back(ms * 1000.0);
+      }
+      report_anchor("cudaMemcpyPeerAsync 8 B, one way (events)", v);
+
+      // What a host-driven program without verbs does: copy 8 B to the peer GPU and wait for
+      // it, then the peer copies back and waits; half the round trip by the host clock, the
+      // host spinning on its waits (as host-controlled's does).
+      for (const int g : {0, 1}) {
+        CK(cudaSetDevice(g));
+        CK(cudaSetDeviceFlags(cudaDeviceScheduleSpin));
+      }
+      v.clear();
+      for (int i = 0; i < 1000; ++i) {
+        const std::uint64_t t0 = gv::sync::now_ns();
+        CK(cudaMemcpyPeerAsync(f1, 1, f0, 0, 8, s0));
+        CK(cudaStreamSynchronize(s0));
+        CK(cudaMemcpyPeerAsync(f0, 0, f1, 1, 8, s1));
+        CK(cudaStreamSynchronize(s1));
+        if (i >= 100) v.push_back(static_cast<double>(gv::sync::now_ns() - t0) / 2000.0);
+      }
+      for (const int g : {1, 0}) {
+        CK(cudaSetDevice(g));
+        CK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
+      }
+      report_anchor("host-driven cudaMemcpyPeerAsync + sync ping-pong, 8 B", v);
+      CK(cudaEventDestroy(e0));
+      CK(cudaEventDestroy(e1));
+      CK(cudaStreamDestroy(s0));
+      CK(cudaFree(f0));
+      CK(cudaSetDevice(1));
+      CK(cudaStreamDestroy(s1));
+      CK(cudaFree(f1));
+      CK(cudaSetDevice(0));
+    } else {
+      std::printf(" two GPUs present but without peer access: no peer anchor\n");
+    }
+  } else {
+    std::printf(" one GPU: no two-GPU anchors\n");
+  }
+  CK(cudaFreeHost(rtt));
+  CK(cudaFreeHost(timeouts));
+}
+
+}  // namespace gv::bench

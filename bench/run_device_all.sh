@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# One device-machine call that checks everything GPU-side at once, for a session with little
+# device time: one build, then each step under its own time limit (cut to what is left before
+# GV_DEADLINE seconds, default 450). Files under $OUT (at most 8):
+#   summary.txt  every step's status and verdict lines
+#   build.log    configure and build
+#   tests.log    ctest over the GPU tests and samples (one line per test), test binaries' output
+#   himeno.log   himeno_multi_gpu_test
+#   verbs.log    the verbs GPU tests (test_gpu_ib, test_gpu_engine*, test_gpu_cpu_engine)
+#   ibdiag.txt   the in-process ib rma case, with cuda-gdb's view of it if it does not finish
+#   rma.txt      a short gv_rma table (p2p latency rows and anchors)
+# GV_STEPS (default "build ctest himeno verbs ibdiag rma") picks steps.
+set -uo pipefail
+OUT=${OUT:-/tmp/gv-out}
+mkdir -p "$OUT"
+S="$OUT/summary.txt"
+DEADLINE=${GV_DEADLINE:-450}
+STEPS=${GV_STEPS:-build ctest himeno verbs ibdiag rma}
+B=build-dev
+log() { echo "== [$SECONDS s] $*" | tee -a "$S"; }
+budget() { local left=$((DEADLINE - SECONDS)); echo $(( left < $1 ? left : $1 )); }
+limited() {
+  local t; t=$(budget "$1"); local logf=$2; shift 2
+  if (( t < 10 )); then echo "skipped (out of time)"; return; fi
+  timeout -k 5 "$t" "$@" >> "$logf" 2>&1; echo "rc=$?"
+}
+want() { [[ " $STEPS " == *" $1 "* ]]; }
+
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$S"
+if want build; then
+  log "build"
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||
+    { grep -E "rror" "$OUT/build.log" | head -20 | tee -a "$S"; exit 1; }
+  T="test_rma_gpu rma_rank_gpu gvrun gv_has_gpu nvshmem_ring_broadcast nvshmem_block_put nvshmem_signal_count"
+  T="$T 01_host_write_two_qps 02_kernel_post_poll 03_rma_put_signal_pingpong 04_rma_ring 05_nvshmem_shift gv_rma"
+  want himeno && T="$T himeno_multi_gpu_test"
+  want verbs && T="$T $(grep -ho 'gpuverbs_gpu_test(test_gpu_[a-z_]*' tests/gpu/CMakeLists.txt | sed 's/.*(//' | tr '\n' ' ')"
+  # shellcheck disable=SC2086
+  echo "build $(limited 240 "$OUT/build.log" cmake --build $B -j16 --target $T)" | tee -a "$S"
+  grep -E " error|Error [0-9]" "$OUT/build.log" | head -10 | tee -a "$S"
+fi
+if want ctest; then
+  log "ctest: rma, NVSHMEM face and samples (the in-process ib rma cases run in ibdiag)"
+  for d in tests/rma tests/nvshmem samples; do
+    echo "ctest $d $(limited 100 "$OUT/tests.log" ctest --test-dir $B/$d -E 'ib_[0-9]ranks' --timeout 60)" | tee -a "$S"
+  done
+  grep -E "tests passed|\*\*\*Failed|Timeout|Not Run|Skipped\)" "$OUT/tests.log" | head -20 | tee -a "$S"
+fi
+if want himeno; then
+  log "himeno_multi_gpu_test"
+  echo "himeno $(limited 150 "$OUT/himeno.log" stdbuf -oL $B/tests/himeno/himeno_multi_gpu_test)" | tee -a "$S"
+  grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/himeno.log" | head -20 | tee -a "$S"
+fi
+if want verbs; then
+  log "verbs GPU tests"
+  for t in $B/tests/gpu/test_gpu_*; do
+    [[ -x $t ]] || continue
+    echo "$(basename "$t") $(limited 90 "$OUT/verbs.log" stdbuf -oL "$t")" | tee -a "$S"
+  done
+  grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/verbs.log" | head -20 | tee -a "$S"
+fi
+if want ibdiag; then
+  log "ib diagnosis: PutAtEveryScope/ib_2ranks with 3 s waits"
+  t=$(budget 60)
+  if (( t >= 30 )); then
+    GV_WAIT_TIMEOUT=3 stdbuf -oL $B/tests/rma/test_rma_gpu --gtest_filter='*PutAtEveryScope/ib_2ranks' > "$OUT/ibdiag.txt" 2>&1 &
+    P=$!
+    for _ in $(seq 1 $((t - 25))); do kill -0 $P 2>/dev/null || break; sleep 1; done
+    if kill -0 $P 2>/dev/null; then
+      echo "still running after $((t - 25)) s: cuda-gdb's view" | tee -a "$S"
+      timeout 20 cuda-gdb -p $P -batch -ex "info threads" -ex "thread apply all bt 15" -ex "info cuda kernels" >> "$OUT/ibdiag.txt" 2>&1
+      kill -9 $P 2>/dev/null
+    fi
+    wait $P 2>/dev/null; echo "ibdiag rc=$?" | tee -a "$S"
+    grep -E "OK \]|FAILED|status|lane [0-9]" "$OUT/ibdiag.txt" | head -12 | tee -a "$S"
+  fi
+fi
+if want rma; then
+  log "gv_rma (p2p latency rows, anchors)"
+  echo "gv_rma $(limited 60 "$OUT/rma.txt" $B/bench/gv_rma --transport p2p --test p,put_signal,atomics,anchors --max-bytes 4096 --bw-max 1048576 -n 500)" | tee -a "$S"
+  grep -E "^(p |put_signal|fetch_add|raw)" "$OUT/rma.txt" | grep -E " (8|64|4096) " | tee -a "$S"
+fi
+log "done"

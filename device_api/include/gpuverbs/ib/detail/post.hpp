@@ -1,0 +1,157 @@
+// The definitions of ../post.hpp.
+// Included at the end of ../post.hpp, which declares these with their contracts.
+#pragma once
+#include "../post.hpp"
+
+namespace gv::ib {
+
+template <Ownership O>
+GV_HD GV_INLINE Status wq_reserve(WqCounters* wq, std::uint32_t size, std::uint32_t n,
+                                  std::uint64_t& start, Budget budget,
+                                  const std::uint32_t* abort) {
+  if (n == 0 || n > size) return Status::kInvalidArgument;
+  if constexpr (O == Ownership::kExclusive) {
+    const std::uint64_t r = wq->owner_next;
+    if (r + n > wq->owner_free_to) {
+      std::uint64_t done = 0;
+      const Status st = sync::bounded_wait(
+          [&] { return r + n - (done = sync::load_acquire(&wq->completed)) <= size; }, budget, abort);
+      if (st != Status::kOk) return st == Status::kTimeout ? Status::kQueueFull : st;
+      wq->owner_free_to = done + size;
+    }
+    wq->owner_next = r + n;
+    sync::store_relaxed(&wq->reserved, r + n);
+    start = r;
+    return Status::kOk;
+  } else {
+    const Status st = sync::bounded_wait(
+        [&] {
+          std::uint64_t r = sync::load_relaxed(&wq->reserved);
+          if (r + n - sync::load_acquire(&wq->completed) > size) return false;
+          if (!sync::compare_exchange(&wq->reserved, r, r + n)) return false;
+          start = r;
+          return true;
+        },
+        budget, abort);
+    return st == Status::kTimeout ? Status::kQueueFull : st;
+  }
+}
+
+GV_HD GV_INLINE void wq_start_at(WqCounters* wq, std::uint64_t at) {
+  wq->reserved = wq->published = wq->completed = wq->owner_next = wq->owner_free_to = at;
+}
+
+template <Ownership O>
+GV_HD GV_INLINE Status wq_wait_turn(WqCounters* wq, std::uint64_t start, const std::uint32_t* abort) {
+  if constexpr (O == Ownership::kExclusive) {
+    return Status::kOk;
+  } else {
+    return sync::bounded_wait([&] { return sync::load_acquire(&wq->published) == start; },
+                              Budget{}, abort);
+  }
+}
+
+template <Ownership O>
+GV_HD GV_INLINE void wq_pass_turn(WqCounters* wq, std::uint64_t end) {
+  if constexpr (O == Ownership::kExclusive) {
+    sync::store_relaxed(&wq->published, end);
+  } else {
+    sync::store_release(&wq->published, end);
+  }
+}
+
+GV_HD GV_INLINE Status validate(const QpHandle& qp, const SendWr& wr) {
+  if (!handle_ok(qp)) return Status::kInvalidArgument;
+  const bool inl = (wr.flags & kWrInline) && carries_payload(wr.opcode);
+  if (inl && payload_bytes(wr) > qp.max_inline) return Status::kInvalidArgument;
+  if (!inl && wr.num_sge > qp.max_send_sge) return Status::kInvalidArgument;
+  if (is_atomic(wr.opcode) && (wr.num_sge != 1 || wr.sg_list[0].length != 8))
+    return Status::kInvalidArgument;
+  if (wqe_ds(wr) > mlx5::kMaxWqeDs) return Status::kInvalidArgument;
+  return Status::kOk;
+}
+
+GV_HD GV_INLINE void sq_write_wqe(const QpHandle& qp, std::uint64_t start, const SendWr& wr) {
+  const std::uint32_t ds = wqe_ds(wr);
+  const auto idx = static_cast<std::uint16_t>(start);
+  for (std::uint32_t k = 0; k < ds; ++k)
+    store_octoword(qp.sq + sq_octoword_offset(start, k, qp.sq_bbs),
+                   wqe_octoword(wr, k, idx, qp.qpn));
+}
+
+GV_HD GV_INLINE void rq_write_wqe(const QpHandle& qp, std::uint64_t start, const Sge* sgl, std::uint32_t n) {
+  std::byte* wqe = qp.rq + (std::uint64_t{ring_slot(start, qp.rq_wqes)} << qp.rq_stride_shift);
+  const std::uint32_t segs = nonempty_sges(sgl, n);  // zero-length SGEs take no segment
+  for (std::uint32_t i = 0; i < segs; ++i) {
+    const Sge& s = nth_nonempty_sge(sgl, i);
+    store_octoword(wqe + 16 * i, as_octoword(make_data_seg(s.length, s.lkey, s.addr)));
+  }
+  if (segs < qp.max_recv_sge) store_octoword(wqe + 16 * segs, as_octoword(make_recv_terminator()));
+}
+
+GV_HD GV_INLINE void rq_ring_record(const QpHandle& qp, std::uint64_t end) {
+  sync::wqe_visible_before_dbrec(&qp.dbrec->rcv.raw, be32::from(mlx5::dbrec_counter(end)).raw, qp.rq_executor);
+}
+
+GV_HD GV_INLINE std::uint64_t doorbell_value(const Octoword& ctrl) {
+  return (std::uint64_t{ctrl.w[1]} << 32) | ctrl.w[0];
+}
+
+GV_HD GV_INLINE void sq_ring_doorbell(const QpHandle& qp, std::uint64_t end, std::uint64_t db) {
+  const std::uint32_t rec = be32::from(mlx5::dbrec_counter(end)).raw;
+  if (qp.record_polled) {
+    sync::wqe_visible_before_dbrec_and_doorbell(&qp.dbrec->snd.raw, rec, qp.doorbell, db, qp.executor);
+    return;
+  }
+  sync::wqe_visible_before_dbrec(&qp.dbrec->snd.raw, rec, qp.executor);
+  sync::dbrec_before_doorbell(qp.doorbell, db, qp.executor);
+}
+
+template <Ownership O>
+GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n,
+                             Budget budget) {
+  if (n == 0) return Status::kInvalidArgument;
+  std::uint32_t total = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const Status v = validate(qp, wrs[i]);
+    if (v != Status::kOk) return v;
+    total += wqe_bbs(wqe_ds(wrs[i]));
+  }
+  std::uint64_t start;
+  Status st = wq_reserve<O>(&qp.state->sq, qp.sq_bbs, total, start, budget, qp.abort);
+  if (st != Status::kOk) return st;
+  std::uint64_t pos = start, last = start;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    sq_write_wqe(qp, pos, wrs[i]);
+    last = pos;
+    pos += wqe_bbs(wqe_ds(wrs[i]));
+  }
+  const std::uint64_t db =
+      doorbell_value(wqe_octoword(wrs[n - 1], 0, static_cast<std::uint16_t>(last), qp.qpn));
+  st = wq_wait_turn<O>(&qp.state->sq, start, qp.abort);
+  if (st != Status::kOk) return st;
+  sq_ring_doorbell(qp, pos, db);
+  wq_pass_turn<O>(&qp.state->sq, pos);
+  return Status::kOk;
+}
+
+template <Ownership O>
+GV_HD GV_INLINE Status post_send(const QpHandle& qp, const SendWr& wr, Budget budget) {
+  return post_send_batch<O>(qp, &wr, 1, budget);
+}
+
+template <Ownership O>
+GV_HD Status post_recv(const QpHandle& qp, const Sge* sgl, std::uint32_t n, Budget budget) {
+  if (!handle_ok(qp) || n > qp.max_recv_sge) return Status::kInvalidArgument;
+  std::uint64_t start;
+  Status st = wq_reserve<O>(&qp.state->rq, qp.rq_wqes, 1, start, budget, qp.abort);
+  if (st != Status::kOk) return st;
+  rq_write_wqe(qp, start, sgl, n);
+  st = wq_wait_turn<O>(&qp.state->rq, start, qp.abort);
+  if (st != Status::kOk) return st;
+  rq_ring_record(qp, start + 1);
+  wq_pass_turn<O>(&qp.state->rq, start + 1);
+  return Status::kOk;
+}
+
+}  // namespace gv::ib

@@ -1,0 +1,68 @@
+// The arena's heap: a first-fit allocator of offsets, used only by the arena's owner process.
+#pragma once
+#include <cstdint>
+#include <map>
+
+namespace gv::detail {
+
+/// First-fit allocator over the arena's heap range. Offsets only; owner process only.
+class Heap {
+ public:
+  void init(std::uint64_t begin, std::uint64_t end) { free_[begin] = end - begin; }
+
+  std::uint64_t alloc(std::uint64_t bytes, std::uint64_t align) {
+    bytes = (bytes + 63) & ~std::uint64_t{63};
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      const std::uint64_t start = (it->first + align - 1) & ~(align - 1);
+      const std::uint64_t end = it->first + it->second;
+      if (start + bytes > end) continue;
+      const std::uint64_t lead = start - it->first;
+      free_.erase(it);
+      if (lead) free_[start - lead] = lead;
+      if (end > start + bytes) free_[start + bytes] = end - (start + bytes);
+      used_[start] = bytes;
+      return start;
+    }
+    return 0;
+  }
+
+  /// Size of the live allocation starting at off, or 0.
+  std::uint64_t size_of(std::uint64_t off) const {
+    auto it = used_.find(off);
+    return it == used_.end() ? 0 : it->second;
+  }
+
+  /// True if [off, off+len) lies inside one live allocation.
+  bool inside_live(std::uint64_t off, std::uint64_t len) const {
+    auto it = used_.upper_bound(off);
+    if (it == used_.begin()) return false;
+    --it;
+    return off >= it->first && off + len <= it->first + it->second;
+  }
+
+  void release(std::uint64_t off) {
+    auto it = used_.find(off);
+    std::uint64_t start = off, size = it->second;
+    used_.erase(it);
+    auto next = free_.lower_bound(start);
+    if (next != free_.end() && start + size == next->first) {
+      size += next->second;
+      free_.erase(next);
+    }
+    auto prev = free_.lower_bound(start);
+    if (prev != free_.begin()) {
+      --prev;
+      if (prev->first + prev->second == start) {
+        start = prev->first;
+        size += prev->second;
+        free_.erase(prev);
+      }
+    }
+    free_[start] = size;
+  }
+
+ private:
+  std::map<std::uint64_t, std::uint64_t> free_, used_;
+};
+
+}  // namespace gv::detail

@@ -1,0 +1,150 @@
+// The host-memory placement: a memfd (peers in other processes map it by path), served by the
+// CPU engine; with DeviceOptions::map_to_gpus also pinned and mapped into every GPU.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "arena_store.hpp"
+#include "cpu_engine.hpp"
+#include "cuda_reach.hpp"
+
+namespace gv::detail {
+
+// ---- ArenaStore ---------------------------------------------------------------------------------
+
+void ArenaStore::init(std::byte* engine_base, std::byte* table_base, std::size_t size, std::string path) {
+  arena_ = soft::Arena{engine_base};
+  tab_ = soft::Arena{table_base};
+  size_ = size;
+  path_ = std::move(path);
+  heap_.init(soft::ArenaLayout::kHeap, size);
+}
+
+std::uint64_t ArenaStore::heap_alloc_or_throw(const char* who, std::uint64_t bytes, std::uint64_t align) {
+  const std::uint64_t off = heap_.alloc(bytes, align);
+  if (off == 0)
+    throw Error(std::string(who) + ": the soft device's arena is full; open the device with "
+                "larger DeviceOptions::arena_bytes");
+  return off;
+}
+
+std::uint64_t ArenaStore::heap_alloc_zeroed(const char* who, std::uint64_t bytes, std::uint64_t align) {
+  const std::uint64_t off = heap_alloc_or_throw(who, bytes, align);
+  zero_at(off, bytes);
+  return off;
+}
+
+std::uint64_t ArenaStore::offset_of(const void* p) const {
+  const auto* b = static_cast<const std::byte*>(p);
+  return (b >= arena_.base + soft::ArenaLayout::kHeap && b < arena_.base + size_)
+             ? static_cast<std::uint64_t>(b - arena_.base)
+             : 0;
+}
+
+void* ArenaStore::alloc_counters(const char* who, std::size_t bytes) {
+  return arena_.at<void>(heap_alloc_zeroed(who, bytes));
+}
+
+bool is_gpu_arena_name(const char* name) { return std::strncmp(name, "gpu:", 4) == 0; }
+
+// ---- HostArena ----------------------------------------------------------------------------------
+
+namespace {
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+class HostArena final : public ArenaStore {
+ public:
+  explicit HostArena(const DeviceOptions& opt) {
+    const std::size_t size = opt.arena_bytes;
+    fd_ = memfd_create("gpuverbs-soft-arena", MFD_CLOEXEC);
+    if (fd_ < 0) throw Error(errno_text("Device::open(soft): memfd_create"));
+    if (ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+      ::close(fd_);
+      throw Error(errno_text("Device::open(soft): ftruncate"));
+    }
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd_);
+      throw Error(errno_text("Device::open(soft): mmap"));
+    }
+    init(static_cast<std::byte*>(p), static_cast<std::byte*>(p), size,
+         "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd_));
+    if (opt.map_to_gpus) {
+      try {
+        mapping_ = map_to_gpus(p, size);
+      } catch (...) {
+        munmap(p, size);
+        ::close(fd_);
+        throw;
+      }
+    }
+  }
+
+  ~HostArena() override {
+    for (std::uint32_t i = 0; i < soft::kMaxMrs; ++i) forget_gpu_mr(i);  // MRs left registered
+    mapping_.reset();
+    munmap(arena_.base, size_);
+    ::close(fd_);
+  }
+
+  bool on_gpu() const override { return false; }
+
+  std::unique_ptr<Engine> start_engine(const DeviceOptions&, const EngineSite& site) override {
+    return std::make_unique<CpuEngine>(arena_, path_, site);
+  }
+
+  void push(const void*, std::size_t) override {}  // the engine reads the tables in place
+  void write_at(std::uint64_t off, const void* src, std::size_t n) override { std::memcpy(arena_.base + off, src, n); }
+  void zero_at(std::uint64_t off, std::size_t n) override { std::memset(arena_.base + off, 0, n); }
+
+  /// In GPU memory when the arena is mapped into the GPUs (kernels use the handles; GPU atomics
+  /// on host memory are not guaranteed over PCIe), in the arena otherwise.
+  void* alloc_counters(const char* who, std::size_t bytes) override {
+    if (mapping_) return mapping_->alloc_counters(who, bytes);
+    void* p = arena_.at<void>(heap_alloc_or_throw(who, bytes, 64));
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void free_counters(void* p) override {
+    if (mapping_) return mapping_->free_counters(p);
+    ArenaStore::free_counters(p);
+  }
+
+  /// Host memory (loads and stores) and memory of any GPU of this process (CUDA copies).
+  int reachable(const void* addr) const override { return gpu_holding(addr); }
+
+  /// Peers are mapped by path, by the engine.
+  std::uint64_t peer_base(std::uint32_t qpn, const QpInfo& r) override {
+    if (is_gpu_arena_name(r.arena))
+      throw Error("modify_to_rtr: QP " + hex(qpn) + " is served by the CPU engine and remote QP " + hex(r.qpn) +
+                  " by the GPU engine; connect QPs of devices opened with the same DeviceOptions::engine");
+    return 0;
+  }
+
+  void admit_gpu_mr(std::uint32_t slot, std::uintptr_t addr, std::size_t len, int gpu) override {
+    gpu_ranges()->add(addr, len, gpu);
+    gpu_mr_[slot] = true;
+  }
+  void forget_gpu_mr(std::uint32_t slot) override {
+    if (!gpu_mr_[slot]) return;
+    gpu_mr_[slot] = false;
+    const soft::MrEntry& e = tab_.mrs()[slot];
+    gpu_ranges()->remove(e.addr, e.length);
+  }
+
+ private:
+  void pull_bytes(void* dst, const void* tab_field, std::size_t n) const override { std::memcpy(dst, tab_field, n); }
+
+  int fd_ = -1;
+  std::unique_ptr<GpuMapping> mapping_;  ///< map_to_gpus
+  std::vector<bool> gpu_mr_ = std::vector<bool>(soft::kMaxMrs, false);  ///< slot covers GPU memory
+};
+
+}  // namespace
+
+std::unique_ptr<ArenaStore> open_host_arena(const DeviceOptions& opt) { return std::make_unique<HostArena>(opt); }
+
+}  // namespace gv::detail

@@ -1,0 +1,19 @@
+# scripts/test.sh and scripts/run.sh: -h prints the usage and exits 0 without building or
+# testing anything; test.sh refuses unknown arguments and stages before it starts; run.sh's
+# choice of main job (gv_pick_pingpong) says which ping-pong and why.
+#   bash cli_scripts.sh <source root> <build dir> <1 if the build has gv_gpu_verbs, else 0>
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
+root=$1 build=$2 has_gpu_bench=$3
+expect 0 "Stages:.*" bash "$root/scripts/test.sh" -h
+expect 0 "consumer +install build/" bash "$root/scripts/test.sh" --help
+expect 2 "unknown argument '--bogus'.*stages: setup build ctest asan tsan consumer" bash "$root/scripts/test.sh" --bogus
+expect 2 "unknown stage 'ctst'" bash "$root/scripts/test.sh" ctest ctst
+expect 0 "The main job" bash "$root/scripts/run.sh" -h
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  if ((has_gpu_bench)); then want="no NVIDIA GPU or driver found"; else want="this build has no gv_gpu_verbs"; fi
+  expect 0 "^cpu $want" \
+    bash -c "set -euo pipefail; source '$root/scripts/lib.sh' && gv_pick_pingpong '$build'"
+else
+  expect 0 "^gpu [0-9]+ GPU" bash -c "set -euo pipefail; source '$root/scripts/lib.sh' && gv_pick_pingpong '$build'"
+fi
+finish

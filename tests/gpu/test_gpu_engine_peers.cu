@@ -1,0 +1,242 @@
+// The software HCA's GPU engine across GPUs and processes: two engines on two GPUs of one
+// process connected over peer memory, and two processes connected through CUDA IPC (this binary
+// spawns itself as the second: `--ipc-child`).
+#include <fcntl.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gpuverbs/host/verbs.hpp>
+#include <gpuverbs/ib.hpp>
+
+#include "gpu_engine_support.cuh"
+#include "gpu_test.hpp"
+#include "verbs_kernels.cuh"
+
+namespace {
+
+using gv::Status;
+using gv::ib::SendWr;
+using gv::ib::Sge;
+using gv::ib::WrOpcode;
+namespace m5 = gv::ib::mlx5;
+using gvt::KernelResult;
+using gvt::ChildEnd;
+using gvt::engine_on;
+using gvt::pingpong_side;
+using gvt::poll_kernel;
+using gvt::post_and_poll;
+using gvt::random_bytes;
+using gvt::recv_kernel;
+using gvt::Stream;
+using gvt::wait_child;
+
+TEST(GpuEngineTwoGpus, PingPongBetweenTwoEnginesOverPeerMemory) {
+  GV_REQUIRE_GPUS(2);
+  int can = 0;
+  GV_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
+  if (!can) GTEST_SKIP() << "GPUs 0 and 1 cannot access each other's memory";
+  Status* st = nullptr;
+  GV_CUDA_CHECK(cudaMallocHost(&st, 2 * sizeof(Status)));
+  st[0] = st[1] = Status::kEmpty;
+  cudaStream_t s[2];
+  for (int g = 0; g < 2; ++g) {
+    GV_CUDA_CHECK(cudaSetDevice(g));
+    GV_CUDA_CHECK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
+  }
+  {
+    constexpr std::uint32_t kBytes = 1000;
+    std::unique_ptr<gv::Device> dev[2];
+    std::unique_ptr<gv::ProtectionDomain> pd[2];
+    std::unique_ptr<gv::CompletionQueue> cq[2];
+    std::unique_ptr<gv::QueuePair> qp[2];
+    std::unique_ptr<gv::MemoryRegion> mr[2];
+    std::uint8_t* buf[2];
+    for (int g = 0; g < 2; ++g) {
+      dev[g] = gv::Device::open("soft", engine_on(g));
+      pd[g] = dev[g]->alloc_pd();
+      cq[g] = dev[g]->create_cq(64);
+      qp[g] = pd[g]->create_qp(*cq[g], *cq[g]);
+      buf[g] = static_cast<std::uint8_t*>(dev[g]->alloc(2 * kBytes));  // [in | out]
+      mr[g] = pd[g]->reg_mr(buf[g], 2 * kBytes, gv::kLocalWrite | gv::kRemoteWrite);
+      GV_CUDA_CHECK(cudaSetDevice(g));
+      GV_CUDA_CHECK(cudaMemsetAsync(buf[g], 0, 2 * kBytes, s[g]));
+      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
+    }
+    qp[0]->connect(qp[1]->info());
+    qp[1]->connect(qp[0]->info());
+    EXPECT_EQ(qp[0]->device_handle().rq_executor, gv::sync::Scope::kSystem);  // the peer engine is on GPU 1
+    EXPECT_EQ(cq[0]->device_handle().executor, gv::sync::Scope::kSystem);
+    for (int g = 1; g >= 0; --g) {
+      GV_CUDA_CHECK(cudaSetDevice(g));
+      pingpong_side<<<1, 1, 0, s[g]>>>(qp[g]->device_handle(), cq[g]->device_handle(), buf[g], buf[g] + kBytes,
+                                       reinterpret_cast<std::uint64_t>(buf[1 - g]), mr[g]->lkey(), mr[1 - g]->rkey(),
+                                       kBytes, 300, g == 0, &st[g]);
+      GV_CUDA_CHECK(cudaGetLastError());
+    }
+    for (int g = 0; g < 2; ++g) {
+      GV_CUDA_CHECK(cudaSetDevice(g));
+      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
+    }
+    for (int g = 0; g < 2; ++g) {
+      mr[g].reset();
+      dev[g]->free(buf[g]);
+    }
+  }
+  for (int g = 0; g < 2; ++g) {
+    GV_CUDA_CHECK(cudaSetDevice(g));
+    GV_CUDA_CHECK(cudaStreamDestroy(s[g]));
+  }
+  GV_CUDA_CHECK(cudaSetDevice(0));
+  EXPECT_EQ(st[0], Status::kOk) << gv::to_string(st[0]);
+  EXPECT_EQ(st[1], Status::kOk) << gv::to_string(st[1]);
+  cudaFreeHost(st);
+}
+
+// Two processes: this test spawns the binary again as `--ipc-child <rfd> <wfd> <gpu>`. The
+// child opens its own GPU engine, connects to the parent's QP through CUDA IPC, WRITEs a seeded
+// pattern into the parent's buffer with immediate data, then lets the parent READ its buffer.
+struct IpcHello {
+  gv::QpInfo qp;
+  std::uint64_t addr;
+  std::uint32_t rkey;
+};
+constexpr std::size_t kIpcBytes = 1 << 16;
+
+bool write_all(int fd, const void* p, std::size_t n) {
+  return ::write(fd, p, n) == static_cast<ssize_t>(n);
+}
+bool read_all(int fd, void* p, std::size_t n) {
+  auto* b = static_cast<std::uint8_t*>(p);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, b, n);
+    if (r <= 0) return false;
+    b += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+/// The child side; returns the process exit code (0 = the parent's checks decide).
+int ipc_child(int rfd, int wfd, int gpu) {
+  try {
+    cudaStream_t s;
+    if (cudaSetDevice(gpu) != cudaSuccess || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return 10;
+    KernelResult* res = nullptr;
+    if (cudaMallocHost(&res, sizeof(*res)) != cudaSuccess) return 11;
+    auto dev = gv::Device::open("soft", engine_on(gpu));
+    auto pd = dev->alloc_pd();
+    auto cq = dev->create_cq(16);
+    auto qp = pd->create_qp(*cq, *cq);
+    auto* buf = static_cast<std::uint8_t*>(dev->alloc(kIpcBytes));
+    auto mr = pd->reg_mr(buf, kIpcBytes, gv::kLocalWrite | gv::kRemoteRead);
+    const auto pattern = random_bytes(kIpcBytes, 4242);
+    if (cudaMemcpyAsync(buf, pattern.data(), kIpcBytes, cudaMemcpyHostToDevice, s) != cudaSuccess ||
+        cudaStreamSynchronize(s) != cudaSuccess)
+      return 12;
+    IpcHello parent{};
+    if (!read_all(rfd, &parent, sizeof(parent))) return 13;
+    const IpcHello mine{qp->info(), reinterpret_cast<std::uint64_t>(buf), mr->rkey()};
+    if (!write_all(wfd, &mine, sizeof(mine))) return 14;
+    qp->connect(parent.qp);
+    char go;
+    if (!read_all(rfd, &go, 1)) return 15;  // the parent connected and posted its receive
+    SendWr wr;
+    wr.opcode = WrOpcode::kRdmaWriteImm;
+    wr.flags = gv::ib::kWrSignaled;
+    wr.num_sge = 1;
+    wr.imm = 0x600dcafe;
+    wr.remote_addr = parent.addr;
+    wr.rkey = parent.rkey;
+    post_and_poll<<<1, 1, 0, s>>>(qp->device_handle(), cq->device_handle(), wr,
+                                  Sge{reinterpret_cast<std::uint64_t>(buf), kIpcBytes, mr->lkey()}, res);
+    if (cudaStreamSynchronize(s) != cudaSuccess) return 16;
+    if (res->poll != Status::kOk) return 17;
+    if (!read_all(rfd, &go, 1)) return 18;  // the parent has READ our buffer: we may close
+    mr.reset();
+    dev->free(buf);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ipc child: %s\n", e.what());
+    return 20;
+  }
+}
+
+TEST(GpuEngineTwoProcesses, WriteImmAndReadThroughCudaIpc) {
+  GV_REQUIRE_GPUS(1);
+  int n = 0;
+  GV_CUDA_CHECK(cudaGetDeviceCount(&n));
+  const int child_gpu = n > 1 ? 1 : 0;
+  int to_child[2], from_child[2];
+  ASSERT_EQ(pipe2(to_child, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(from_child, O_CLOEXEC), 0);
+  const pid_t pid = gvt::spawn_self("test_gpu_engine_peers", {"--ipc-child", "3", "4", std::to_string(child_gpu)}, {to_child[0], from_child[1]});
+  ASSERT_GT(pid, 0) << "posix_spawn of the child failed";
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  const int wfd = to_child[1], rfd = from_child[0];
+
+  KernelResult* res = nullptr;
+  GV_CUDA_CHECK(cudaSetDevice(0));
+  GV_CUDA_CHECK(cudaMallocHost(&res, sizeof(*res)));
+  {
+    Stream stream;
+    auto dev = gv::Device::open("soft", engine_on(0));
+    auto pd = dev->alloc_pd();
+    auto cq = dev->create_cq(16);
+    auto qp = pd->create_qp(*cq, *cq);
+    auto* buf = static_cast<std::uint8_t*>(dev->alloc(2 * kIpcBytes));  // [written by the child | read back]
+    auto mr = pd->reg_mr(buf, 2 * kIpcBytes, gv::kLocalWrite | gv::kRemoteWrite);
+    GV_CUDA_CHECK(cudaMemsetAsync(buf, 0x5a, 2 * kIpcBytes, stream.s));  // poison
+    stream.sync();
+    const IpcHello mine{qp->info(), reinterpret_cast<std::uint64_t>(buf), mr->rkey()};
+    ASSERT_TRUE(write_all(wfd, &mine, sizeof(mine)));
+    IpcHello child{};
+    ASSERT_TRUE(read_all(rfd, &child, sizeof(child))) << "the child process ended early";
+    qp->connect(child.qp);
+    recv_kernel<<<1, 1, 0, stream.s>>>(qp->device_handle(), Sge{0, 0, 0}, &res->post);
+    stream.sync();
+    ASSERT_EQ(res->post, Status::kOk);
+    ASSERT_TRUE(write_all(wfd, "g", 1));
+    poll_kernel<<<1, 1, 0, stream.s>>>(cq->device_handle(), res);
+    stream.sync();
+    ASSERT_EQ(res->poll, Status::kOk) << gv::describe(res->c);
+    EXPECT_EQ(res->c.cqe_opcode, m5::kCqeRespWrImm);
+    EXPECT_EQ(res->c.imm, 0x600dcafeu);
+    const auto pattern = random_bytes(kIpcBytes, 4242);
+    EXPECT_EQ(stream.get(buf, kIpcBytes), pattern);
+
+    SendWr rd;
+    rd.opcode = WrOpcode::kRdmaRead;
+    rd.flags = gv::ib::kWrSignaled;
+    rd.num_sge = 1;
+    rd.remote_addr = child.addr;
+    rd.rkey = child.rkey;
+    post_and_poll<<<1, 1, 0, stream.s>>>(qp->device_handle(), cq->device_handle(), rd,
+                                         Sge{reinterpret_cast<std::uint64_t>(buf + kIpcBytes), kIpcBytes, mr->lkey()}, res);
+    stream.sync();
+    ASSERT_EQ(res->poll, Status::kOk) << gv::describe(res->c);
+    EXPECT_EQ(stream.get(buf + kIpcBytes, kIpcBytes), pattern);
+    ASSERT_TRUE(write_all(wfd, "d", 1));
+    const ChildEnd end = wait_child(pid, std::chrono::seconds(60));
+    EXPECT_TRUE(end.ok()) << "the IPC child " << end.text();
+    mr.reset();
+    dev->free(buf);
+  }
+  ::close(wfd);
+  ::close(rfd);
+  cudaFreeHost(res);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 5 && std::strcmp(argv[1], "--ipc-child") == 0)
+    return ipc_child(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]));
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
