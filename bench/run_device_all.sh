@@ -9,13 +9,13 @@
 #   verbs.log    the verbs GPU tests (test_gpu_ib, test_gpu_engine*, test_gpu_cpu_engine)
 #   ibdiag.txt   the in-process ib rma case, with cuda-gdb's view of it if it does not finish
 #   rma.txt      a short gv_rma table (p2p latency rows and anchors)
-# GV_STEPS (default "build ctest himeno verbs ibdiag rma") picks steps.
+# GV_STEPS (default "build ctest himeno ibdiag rma verbs", in that order) picks steps.
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 mkdir -p "$OUT"
 S="$OUT/summary.txt"
 DEADLINE=${GV_DEADLINE:-450}
-STEPS=${GV_STEPS:-build ctest himeno verbs ibdiag rma}
+STEPS=${GV_STEPS:-build ctest himeno ibdiag rma verbs}
 B=build-dev
 log() { echo "== [$SECONDS s] $*" | tee -a "$S"; }
 budget() { local left=$((DEADLINE - SECONDS)); echo $(( left < $1 ? left : $1 )); }
@@ -48,16 +48,8 @@ if want ctest; then
 fi
 if want himeno; then
   log "himeno_multi_gpu_test"
-  echo "himeno $(limited 150 "$OUT/himeno.log" stdbuf -oL $B/tests/himeno/himeno_multi_gpu_test)" | tee -a "$S"
+  echo "himeno $(limited 120 "$OUT/himeno.log" stdbuf -oL $B/tests/himeno/himeno_multi_gpu_test)" | tee -a "$S"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/himeno.log" | head -20 | tee -a "$S"
-fi
-if want verbs; then
-  log "verbs GPU tests"
-  for t in $B/tests/gpu/test_gpu_*; do
-    [[ -x $t ]] || continue
-    echo "$(basename "$t") $(limited 90 "$OUT/verbs.log" stdbuf -oL "$t")" | tee -a "$S"
-  done
-  grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/verbs.log" | head -20 | tee -a "$S"
 fi
 if want ibdiag; then
   log "ib diagnosis: PutAtEveryScope/ib_2ranks with 3 s waits"
@@ -79,5 +71,13 @@ if want rma; then
   log "gv_rma (p2p latency rows, anchors)"
   echo "gv_rma $(limited 60 "$OUT/rma.txt" $B/bench/gv_rma --transport p2p --test p,put_signal,atomics,anchors --max-bytes 4096 --bw-max 1048576 -n 500)" | tee -a "$S"
   grep -E "^(p |put_signal|fetch_add|raw)" "$OUT/rma.txt" | grep -E " (8|64|4096) " | tee -a "$S"
+fi
+if want verbs; then
+  log "verbs GPU tests"
+  for t in $B/tests/gpu/test_gpu_*; do
+    [[ -x $t ]] || continue
+    echo "$(basename "$t") $(limited 90 "$OUT/verbs.log" stdbuf -oL "$t")" | tee -a "$S"
+  done
+  grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/verbs.log" | head -20 | tee -a "$S"
 fi
 log "done"
