@@ -169,6 +169,7 @@ struct World::Impl {
 
   mutable std::mutex fail_mu;
   std::string failure;
+  bool user_quiesced = false;  ///< World::quiesce() stopped the engine (guarded by the engine registry)
 
   ~Impl();
   void setup(const WorldOptions& o);
@@ -176,12 +177,63 @@ struct World::Impl {
   void clear(void* p, std::size_t bytes, const char* what);
   void make_heap(bool need_ib);
   void map_peers(const std::vector<detail::Who>& who, const std::vector<detail::HeapInfo>& heaps);
-  void setup_ib(const std::vector<detail::HeapInfo>& heaps);
+  void create_ib_queues();
+  void connect_ib();
   void write_tables(const std::vector<detail::HeapInfo>& heaps);
   void raise_abort();
   void on_failure(const std::string& why);
   bool gpu_mode() const { return gpu >= 0; }
 };
+
+// ---- the GPU engines of this process ------------------------------------------------------------
+//
+// While a software-HCA GPU engine (a resident kernel) runs, a CUDA allocation or free can wait
+// for it forever: seen on an H100 as a World torn down (cudaFreeHost) while another rank's engine
+// of the same process ran. So an engine runs only while its World is registered here, and every
+// World step that allocates or frees CUDA memory holds an EngineGate, which quiesces every other
+// registered engine meanwhile (the registry's lock also keeps two such steps apart). A World's
+// own engine stays quiesced from its start until its setup is done.
+
+namespace {
+struct EngineRegistry {
+  std::mutex mu;
+  std::vector<World::Impl*> worlds;
+};
+EngineRegistry& engines() {
+  static EngineRegistry r;
+  return r;
+}
+
+class EngineGate {
+ public:
+  explicit EngineGate(const World::Impl* self) : lk_(engines().mu) {
+    for (World::Impl* w : engines().worlds) {
+      if (w == self || !w->dev || w->user_quiesced) continue;
+      try {
+        w->dev->quiesce();
+        stopped_.push_back(w->dev.get());
+      } catch (const Error&) {
+        // a failed engine: nothing runs there to wait for
+      }
+    }
+  }
+  ~EngineGate() {
+    for (Device* d : stopped_) {
+      try {
+        d->resume();
+      } catch (const Error&) {
+        // its World reports a failed engine through its own calls
+      }
+    }
+  }
+  EngineGate(const EngineGate&) = delete;
+  EngineGate& operator=(const EngineGate&) = delete;
+
+ private:
+  std::unique_lock<std::mutex> lk_;
+  std::vector<Device*> stopped_;
+};
+}  // namespace
 
 // ---- setup ----------------------------------------------------------------------------------
 
@@ -297,10 +349,15 @@ void World::Impl::setup(const WorldOptions& o) {
     need_ib = need_ib || t == Transport::kIb;
   }
 
-  // Step 3: heaps. CUDA memory of our own first: while the software HCA's GPU engine runs, an
-  // allocation can wait for it forever (see DeviceOptions::engine).
-  alloc_tables();
-  make_heap(need_ib);
+  // Step 3: heaps, tables and queues: every CUDA allocation of the setup, with no engine of this
+  // process running (EngineGate; no collective inside, or two ranks of one process would wait
+  // for each other).
+  {
+    EngineGate gate(this);
+    alloc_tables();
+    make_heap(need_ib);
+    if (need_ib) create_ib_queues();
+  }
   detail::HeapInfo mine;
   mine.addr = reinterpret_cast<std::uintptr_t>(heap);
   if (heap_mr) mine.rkey = heap_mr->rkey();
@@ -317,12 +374,26 @@ void World::Impl::setup(const WorldOptions& o) {
 #endif
   std::vector<detail::HeapInfo> heaps(static_cast<std::size_t>(size));
   boot->allgather(&mine, heaps.data(), sizeof(mine));
-  map_peers(who, heaps);
-  if (need_ib) setup_ib(heaps);
+  {
+    EngineGate gate(this);  // opening CUDA IPC mappings
+    map_peers(who, heaps);
+  }
+  if (need_ib) {
+    for (int q = 0; q < size; ++q)
+      if (transports[static_cast<std::size_t>(q)] == Transport::kIb && heaps[static_cast<std::size_t>(q)].addr == 0)
+        throw Error("World: rank " + std::to_string(q) + " has no registered heap for ib");
+    connect_ib();
+  }
   write_tables(heaps);
   boot->barrier();  // every peer mapped this rank's heap: its name may go
   detail::unlink_shared_heap(shm_name);
   shm_name.clear();
+  if (dev) {
+    // From now on this World's engine runs, and other Worlds' CUDA steps stop it meanwhile.
+    std::lock_guard lk(engines().mu);
+    engines().worlds.push_back(this);
+    dev->resume();
+  }
   boot->watch([this](const std::string& why) { on_failure(why); });
 }
 
@@ -378,6 +449,7 @@ void World::Impl::make_heap(bool need_ib) {
     d.gpu = gpu_mode() ? gpu : 0;
     d.engine_warps = opt.ib_engine_warps;
     dev = Device::open("soft", d);
+    dev->quiesce();  // no engine of this process runs while the setup allocates (EngineGate)
     pd = dev->alloc_pd();
     heap = static_cast<std::byte*>(dev->alloc(heap_total));
     heap_kind = HeapKind::kDevice;
@@ -424,7 +496,7 @@ void World::Impl::map_peers(const std::vector<detail::Who>& who, const std::vect
   }
 }
 
-void World::Impl::setup_ib(const std::vector<detail::HeapInfo>& heaps) {
+void World::Impl::create_ib_queues() {
   const std::uint32_t L = opt.ib_lanes;
   const std::size_t n = static_cast<std::size_t>(size) * L;
   qps.resize(n);
@@ -441,19 +513,24 @@ void World::Impl::setup_ib(const std::vector<detail::HeapInfo>& heaps) {
       qps[k] = pd->create_qp(*cqs[k], *cqs[k], caps);
     }
   }
+}
+
+void World::Impl::connect_ib() {
+  const std::uint32_t L = opt.ib_lanes;
+  const std::size_t n = static_cast<std::size_t>(size) * L;
   std::vector<QpInfo> mine(n), all(n * static_cast<std::size_t>(size));
   for (std::size_t k = 0; k < n; ++k)
     if (qps[k]) mine[k] = qps[k]->info();
   boot->allgather(mine.data(), all.data(), n * sizeof(QpInfo));
+  EngineGate gate(this);  // connecting may open a peer's arena (peer access, CUDA IPC)
   for (int q = 0; q < size; ++q) {
     if (transports[static_cast<std::size_t>(q)] != Transport::kIb) continue;
-    if (heaps[static_cast<std::size_t>(q)].rkey == 0 && heaps[static_cast<std::size_t>(q)].addr == 0)
-      throw Error("World: rank " + std::to_string(q) + " has no registered heap for ib");
     for (std::uint32_t l = 0; l < L; ++l) {
       const std::size_t theirs = static_cast<std::size_t>(q) * n + static_cast<std::size_t>(rank) * L + l;
       qps[static_cast<std::size_t>(q) * L + l]->connect(all[theirs]);
     }
   }
+  // Result slots of atomics and g: one per send-queue position of every lane.
   sq_bbs = 0;
   for (const auto& qp : qps)
     if (qp) sq_bbs = qp->device_handle().sq_bbs;
@@ -528,6 +605,12 @@ void World::Impl::on_failure(const std::string& why) {
 
 World::Impl::~Impl() {
   if (boot) boot->unwatch();
+  {
+    std::lock_guard lk(engines().mu);
+    auto& v = engines().worlds;
+    v.erase(std::remove(v.begin(), v.end(), this), v.end());
+  }
+  EngineGate gate(this);  // this World's frees, with no other engine of the process running
   // The engine first: it may still touch queues, tables and heaps.
   qps.clear();
   cqs.clear();
@@ -758,10 +841,18 @@ std::string World::describe() const {
 void World::abort() { impl_->raise_abort(); }
 
 void World::quiesce() {
-  if (impl_->dev) impl_->dev->quiesce();
+  std::lock_guard lk(engines().mu);
+  if (impl_->dev && !impl_->user_quiesced) {
+    impl_->dev->quiesce();
+    impl_->user_quiesced = true;
+  }
 }
 void World::resume() {
-  if (impl_->dev) impl_->dev->resume();
+  std::lock_guard lk(engines().mu);
+  if (impl_->dev && impl_->user_quiesced) {
+    impl_->dev->resume();
+    impl_->user_quiesced = false;
+  }
 }
 
 }  // namespace gv
