@@ -8,7 +8,7 @@
 #   himeno.log   himeno_multi_gpu_test
 #   verbs.log    the verbs GPU tests (test_gpu_ib, test_gpu_engine*, test_gpu_cpu_engine)
 #   ibdiag.txt   the in-process ib rma case, with cuda-gdb's view of it if it does not finish
-#   rma.txt      a short gv_rma table (p2p latency rows and anchors)
+#   rma.txt      a short gv_rma table (p2p latency rows and anchors); rma.json its rows
 # GV_STEPS (default "build ctest himeno ibdiag rma verbs", in that order) picks steps.
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
@@ -69,7 +69,7 @@ if want ibdiag; then
 fi
 if want rma; then
   log "gv_rma (p2p latency rows, anchors)"
-  echo "gv_rma $(limited 60 "$OUT/rma.txt" $B/bench/gv_rma --transport p2p --test p,put_signal,atomics,anchors --max-bytes 4096 --bw-max 1048576 -n 500)" | tee -a "$S"
+  echo "gv_rma $(limited 60 "$OUT/rma.txt" $B/bench/gv_rma --transport p2p --test p,put_signal,atomics,anchors --max-bytes 4096 --bw-max 1048576 -n 500 --json "$OUT/rma.json")" | tee -a "$S"
   grep -E "^(p |put_signal|fetch_add|raw)" "$OUT/rma.txt" | grep -E " (8|64|4096) " | tee -a "$S"
 fi
 if want verbs; then

@@ -27,7 +27,9 @@
 #include <gpuverbs/host/world.hpp>
 #include <gpuverbs/rma.hpp>
 
+#include "args.hpp"
 #include "metadata.hpp"
+#include "report.hpp"
 #include "stats.hpp"
 
 namespace {
@@ -210,8 +212,7 @@ struct Options {
   int iters = 1000;
   std::size_t max_bytes = std::size_t{4} << 20;
   std::size_t bw_max = std::size_t{1} << 30;
-  bool json = false;
-  std::string command;
+  std::string json;  ///< --json FILE: rows appended there too
 };
 
 bool wants(const Options& o, const std::string& t) { return std::find(o.tests.begin(), o.tests.end(), t) != o.tests.end(); }
@@ -306,29 +307,32 @@ struct Pair {
 };
 
 std::string g_device;
+gv::bench::JsonLog g_log;
 
 void emit_latency(const Options& o, const std::string& test, const char* scope, const char* transport, std::size_t bytes,
                   int iters, const std::vector<double>& us) {
+  (void)o;
   const auto s = gv::bench::summarize(us);
   char lead[64];
   std::snprintf(lead, sizeof(lead), "%-12s %-6s %-4s", test.c_str(), scope, transport);
-  if (o.json)
-    std::printf("%s\n", gv::bench::latency_json("gv_rma", "\"test\":\"" + test + "\",\"scope\":\"" + scope +
-                                                              "\",\"transport\":\"" + transport + "\",",
-                                                bytes, static_cast<std::uint64_t>(iters), s).c_str());
-  else gv::bench::print_latency_row(stdout, bytes, static_cast<std::uint64_t>(iters), s, lead);
+  g_log.row(gv::bench::latency_json("gv_rma", "\"test\":\"" + test + "\",\"scope\":\"" + scope +
+                                                  "\",\"transport\":\"" + transport + "\",",
+                                    bytes, static_cast<std::uint64_t>(iters), s));
+  gv::bench::print_latency_row(stdout, bytes, static_cast<std::uint64_t>(iters), s, lead);
   std::fflush(stdout);
 }
 
 void emit_rate(const Options& o, const std::string& test, const std::string& variant, const char* transport,
                std::size_t bytes, std::uint64_t iters, double gbs, double mmsgs) {
-  if (o.json)
-    std::printf("{\"bench\":\"gv_rma\",\"test\":\"%s\",\"variant\":\"%s\",\"transport\":\"%s\",\"bytes\":%zu,\"iters\":%llu,"
-                "\"bw_gbs\":%.3f,\"mmsgs\":%.3f}\n",
+  (void)o;
+  char row[320];
+  std::snprintf(row, sizeof(row),
+                "{\"bench\":\"gv_rma\",\"test\":\"%s\",\"variant\":\"%s\",\"transport\":\"%s\",\"bytes\":%zu,\"iters\":%llu,"
+                "\"bw_gbs\":%.3f,\"mmsgs\":%.3f}",
                 test.c_str(), variant.c_str(), transport, bytes, static_cast<unsigned long long>(iters), gbs, mmsgs);
-  else
-    std::printf("%-12s %-10s %-4s %-10zu %-12llu %-16.2f %.3f\n", test.c_str(), variant.c_str(), transport, bytes,
-                static_cast<unsigned long long>(iters), gbs, mmsgs);
+  g_log.row(row);
+  std::printf("%-12s %-10s %-4s %-10zu %-12llu %-16.2f %.3f\n", test.c_str(), variant.c_str(), transport, bytes,
+              static_cast<unsigned long long>(iters), gbs, mmsgs);
   std::fflush(stdout);
 }
 
@@ -478,30 +482,20 @@ void run_anchors(Options& o, Pair& p) {
 
 void usage(std::FILE* f) {
   std::fprintf(f,
-               "usage: gv_rma [--transport p2p|ib|both] [--test LIST] [-n ITERS] [--max-bytes B] [--bw-max B] [--json]\n"
+               "usage: gv_rma [--transport p2p|ib|both] [--test LIST] [-n ITERS] [--max-bytes B] [--bw-max B] [--json FILE]\n"
                "  --transport  which rma transports to measure (default both)\n"
                "  --test       comma-separated: p,put_signal,put,get,atomics,bw,rate,anchors (default all)\n"
                "  -n           iterations per latency row (default 1000; fewer for large messages)\n"
                "  --max-bytes  largest latency message (default 4194304)\n"
                "  --bw-max     largest bandwidth message (default 1073741824; ib rows stop at 64 MiB)\n"
-               "  --json       a metadata object, then one JSON object per row (instead of the table)\n"
+               "  --json FILE  also append the rows to FILE as JSON, after a metadata object (commit, device, date, command)\n"
                "Two ranks in this process: GPUs 0 and 1, or both on GPU 0 when there is one GPU.\n");
-}
-
-bool parse_size(const char* s, std::size_t& out) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v == 0) return false;
-  out = static_cast<std::size_t>(v);
-  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  o.command = gv::bench::command_line(argc, argv);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -515,7 +509,7 @@ int main(int argc, char** argv) {
       usage(stdout);
       return 0;
     } else if (a == "--json") {
-      o.json = true;
+      o.json = value("--json");
     } else if (a == "--transport") {
       const std::string v = value("--transport");
       if (v == "p2p") o.transports = {Transport::kP2p};
@@ -537,14 +531,15 @@ int main(int argc, char** argv) {
         if (c == std::string::npos) break;
         pos = c + 1;
       }
-    } else if (a == "-n") {
-      std::size_t n = 0;
-      if (!parse_size(value("-n"), n) || n > 1'000'000) { std::fprintf(stderr, "gv_rma: -n takes 1..1000000\n"); return 2; }
-      o.iters = static_cast<int>(n);
-    } else if (a == "--max-bytes") {
-      if (!parse_size(value("--max-bytes"), o.max_bytes) || o.max_bytes > (std::size_t{1} << 30)) { std::fprintf(stderr, "gv_rma: --max-bytes takes 8..2^30\n"); return 2; }
-    } else if (a == "--bw-max") {
-      if (!parse_size(value("--bw-max"), o.bw_max) || o.bw_max < 4096 || o.bw_max > (std::size_t{4} << 30)) { std::fprintf(stderr, "gv_rma: --bw-max takes 4096..2^32\n"); return 2; }
+    } else if (a == "-n" || a == "--max-bytes" || a == "--bw-max") {
+      try {
+        if (a == "-n") o.iters = static_cast<int>(gv::bench::parse_uint(a, value("-n"), 1, 1'000'000));
+        else if (a == "--max-bytes") o.max_bytes = gv::bench::parse_uint(a, value("--max-bytes"), 8, std::size_t{1} << 30);
+        else o.bw_max = gv::bench::parse_uint(a, value("--bw-max"), 4096, std::size_t{4} << 30);
+      } catch (const gv::bench::UsageError& e) {
+        std::fprintf(stderr, "gv_rma: %s\n", e.what());
+        return 2;
+      }
     } else {
       std::fprintf(stderr, "gv_rma: unknown argument '%s'\n", a.c_str());
       usage(stderr);
@@ -559,14 +554,14 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   g_device = std::string(prop.name) + (gpus >= 2 ? " x2 (ranks on GPUs 0 and 1)" : " x1 (both ranks on GPU 0)");
-  if (o.json) std::printf("%s\n", gv::bench::metadata_json(g_device, o.command).c_str());
-  else std::printf("# gv_rma on %s\n", g_device.c_str());
+  if (!o.json.empty()) g_log.open(o.json, g_device, argc, argv);
+  std::printf("# gv_rma on %s\n", g_device.c_str());
 
   try {
     for (const Transport t : o.transports) {
       const std::size_t area = t == Transport::kIb ? std::min<std::size_t>(o.bw_max, std::size_t{64} << 20) : std::max(o.bw_max, o.max_bytes);
       Pair p(t, std::max(area, o.max_bytes), o.iters);
-      if (!o.json) {
+      {
         std::printf("\n# transport %s: latency rows [usec]\n", rma::to_string(t));
         gv::bench::print_latency_header(stdout, "test         scope  tr  ");
       }
@@ -588,7 +583,7 @@ int main(int argc, char** argv) {
         run_one_sided<rma::Thread>(o, p, 2, "thread", 8);
         run_one_sided<rma::Thread>(o, p, 3, "thread", 8);
       }
-      if (!o.json && (wants(o, "bw") || wants(o, "rate") || wants(o, "anchors")))
+      if (wants(o, "bw") || wants(o, "rate") || wants(o, "anchors"))
         std::printf("\n# transport %s: rate rows\n%-12s %-10s %-4s %-10s %-12s %-16s %s\n", rma::to_string(t), "test",
                     "variant", "tr", "#bytes", "#iterations", "BW average[GB/s]", "MsgRate[Mmsg/s]");
       if (wants(o, "bw")) run_bw(o, p);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device-machine call for the rma layer: build, GPU tests (plus compute-sanitizer on the p2p
 # cases), then gv_rma (and, with GV_NVSHMEM=1, the NVSHMEM side by side). Files under $OUT:
-# summary.txt, build.log, tests.log, sanitizer.log, rma.txt, rma.json (and nvshmem.* when asked).
+# summary.txt, build.log, tests.log, sanitizer.log, rma.txt (the table), rma.json (--json rows).
 # GV_RMA_ARGS: extra gv_rma arguments; GV_SKIP_TESTS=1: benchmarks only; GV_DEADLINE: seconds
 # (default 540) before which every step must end.
 set -uo pipefail
@@ -47,8 +47,5 @@ fi
 
 log "gv_rma ${GV_RMA_ARGS:-}"
 # shellcheck disable=SC2086
-echo "gv_rma table $(limited 200 "$OUT/rma.txt" build-dev/bench/gv_rma ${GV_RMA_ARGS:-})" | tee -a "$S"
-# shellcheck disable=SC2086
-echo "gv_rma json $(limited 200 "$OUT/rma.json" build-dev/bench/gv_rma --json ${GV_RMA_ARGS:-})" | tee -a "$S"
-cat "$OUT/rma.txt" | tee -a "$S" > /dev/null
+echo "gv_rma $(limited 300 "$OUT/rma.txt" build-dev/bench/gv_rma --json "$OUT/rma.json" ${GV_RMA_ARGS:-})" | tee -a "$S"
 log "done in ${SECONDS}s"
