@@ -15,15 +15,9 @@ OUT=${OUT:-/tmp/gv-out}
 mkdir -p "$OUT"
 S="$OUT/summary.txt"
 DEADLINE=${GV_DEADLINE:-450}
+source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 STEPS=${GV_STEPS:-build ctest himeno ibdiag rma verbs}
 B=build-dev
-log() { echo "== [$SECONDS s] $*" | tee -a "$S"; }
-budget() { local left=$((DEADLINE - SECONDS)); echo $(( left < $1 ? left : $1 )); }
-limited() {
-  local t; t=$(budget "$1"); local logf=$2; shift 2
-  if (( t < 10 )); then echo "skipped (out of time)"; return; fi
-  timeout -k 5 "$t" "$@" >> "$logf" 2>&1; echo "rc=$?"
-}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$S"

@@ -19,16 +19,7 @@ OUT=${OUT:-/tmp/gv-out}
 mkdir -p "$OUT"
 S="$OUT/summary.txt"
 DEADLINE=${GV_DEADLINE:-470}
-log() { echo "== $*" | tee -a "$S"; }
-# Seconds the next step may take: its own limit, or what is left before the deadline.
-budget() { local left=$((DEADLINE - SECONDS)); echo $(( left < $1 ? left : $1 )); }
-# limited LIMIT LOG CMD...: run CMD under min(LIMIT, time left), appending its output to LOG;
-# prints its exit status (124: out of time), or "skipped" when no time is left.
-limited() {
-  local t; t=$(budget "$1"); local logf=$2; shift 2
-  if (( t < 10 )); then echo "skipped (out of time)"; return; fi
-  timeout "$t" "$@" >> "$logf" 2>&1; echo "rc=$?"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$S"
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||

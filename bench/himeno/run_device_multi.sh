@@ -19,16 +19,7 @@ OUT=${OUT:-/tmp/gv-himeno-multi}
 mkdir -p "$OUT"
 S="$OUT/summary.txt"
 DEADLINE=${GV_DEADLINE:-470}
-log() { echo "== $*" | tee -a "$S"; }
-budget() { local left=$((DEADLINE - SECONDS)); echo $(( left < $1 ? left : $1 )); }
-# limited LIMIT LOG CMD...: CMD under min(LIMIT, time left), output appended to LOG; prints its
-# exit status (124: out of time) and seconds, or "skipped" when no time is left.
-limited() {
-  local t; t=$(budget "$1"); local logf=$2; shift 2
-  if (( t < 10 )); then echo "skipped (out of time)"; return; fi
-  local t0=$SECONDS
-  timeout "$t" "$@" >> "$logf" 2>&1; echo "rc=$? ($((SECONDS - t0)) s)"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../device_lib.sh"
 
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv | tee -a "$S"
 nvidia-smi topo -m 2>/dev/null | head -6 | tee -a "$S"

@@ -384,26 +384,37 @@ void run_one_sided(Options& o, Pair& p, int op, const char* scope, std::size_t m
   }
 }
 
+/// Milliseconds `launch` (work enqueued on rank 0's stream) takes, by events around it; false
+/// (with a message) when a kernel of either rank reported a status.
+template <class Launch>
+bool time_on_rank0(Pair& p, const char* what, float& ms, Launch&& launch) {
+  p.reset();
+  p.on(0);
+  cudaEvent_t a, b;
+  CUDA_OK(cudaEventCreate(&a));
+  CUDA_OK(cudaEventCreate(&b));
+  CUDA_OK(cudaEventRecord(a, p.s[0]));
+  launch();
+  CUDA_OK(cudaEventRecord(b, p.s[0]));
+  CUDA_OK(cudaGetLastError());
+  const bool ok = p.finish(what);
+  CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+  CUDA_OK(cudaEventDestroy(a));
+  CUDA_OK(cudaEventDestroy(b));
+  return ok;
+}
+
 void run_bw(Options& o, Pair& p) {
   for (const int ctas : {1, 8, 32, 132}) {
     for (std::size_t bytes = 4096; bytes <= std::min(o.bw_max, p.area); bytes *= 4) {
       const int iters = static_cast<int>(std::max<std::size_t>(5, std::min<std::size_t>(1000, (std::size_t{8} << 30) / bytes)));
       p.reset();
       p.on(0);
-      cudaEvent_t a, b;
-      CUDA_OK(cudaEventCreate(&a));
-      CUDA_OK(cudaEventCreate(&b));
       put_bw<<<ctas, 512, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, 1, p.st[0]);  // warm-up
-      CUDA_OK(cudaEventRecord(a, p.s[0]));
-      put_bw<<<ctas, 512, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, iters, p.st[0]);
-      CUDA_OK(cudaEventRecord(b, p.s[0]));
-      CUDA_OK(cudaGetLastError());
-      const bool ok = p.finish("bw");
+      if (!p.finish("bw")) continue;
       float ms = 0;
-      CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-      CUDA_OK(cudaEventDestroy(a));
-      CUDA_OK(cudaEventDestroy(b));
-      if (!ok) continue;
+      if (!time_on_rank0(p, "bw", ms, [&] { put_bw<<<ctas, 512, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, iters, p.st[0]); }))
+        continue;
       const double gbs = static_cast<double>(bytes) * iters / (ms * 1e-3) / 1e9;
       emit_rate(o, "bw", std::to_string(ctas) + "cta", rma::to_string(p.t), bytes, static_cast<std::uint64_t>(iters), gbs, 0);
     }
@@ -413,23 +424,15 @@ void run_bw(Options& o, Pair& p) {
 void run_rate(Options& o, Pair& p) {
   const std::uint32_t slots = static_cast<std::uint32_t>(std::min<std::size_t>(p.area / 512, 1u << 20));
   for (const std::size_t bytes : {std::size_t{8}, std::size_t{64}, std::size_t{512}}) {
-    const int ctas = 132, threads = 256;
+    // ib: fewer posters than the 33792 of p2p, which left the GPU engine's lanes full past the
+    // budget (S5-2: 'queue full').
+    const int ctas = p.t == Transport::kIb ? 16 : 132, threads = p.t == Transport::kIb ? 64 : 256;
     const int iters = p.t == Transport::kIb ? 20 : 200;
-    p.reset();
-    p.on(0);
-    cudaEvent_t a, b;
-    CUDA_OK(cudaEventCreate(&a));
-    CUDA_OK(cudaEventCreate(&b));
-    CUDA_OK(cudaEventRecord(a, p.s[0]));
-    if (bytes == 512) put_rate<rma::Warp><<<ctas, threads, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, slots, iters, p.st[0]);
-    else put_rate<rma::Thread><<<ctas, threads, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, slots, iters, p.st[0]);
-    CUDA_OK(cudaEventRecord(b, p.s[0]));
-    CUDA_OK(cudaGetLastError());
-    const bool ok = p.finish("rate");
     float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-    CUDA_OK(cudaEventDestroy(a));
-    CUDA_OK(cudaEventDestroy(b));
+    const bool ok = time_on_rank0(p, "rate", ms, [&] {
+      if (bytes == 512) put_rate<rma::Warp><<<ctas, threads, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, slots, iters, p.st[0]);
+      else put_rate<rma::Thread><<<ctas, threads, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, slots, iters, p.st[0]);
+    });
     if (!ok) continue;
     const double msgs = static_cast<double>(ctas) * threads / (bytes == 512 ? 32 : 1) * iters;
     emit_rate(o, "rate", bytes == 512 ? "warp" : "thread", rma::to_string(p.t), bytes, static_cast<std::uint64_t>(iters),

@@ -9,13 +9,7 @@ OUT=${OUT:-/tmp/gv-out}
 mkdir -p "$OUT"
 S="$OUT/summary.txt"
 DEADLINE=${GV_DEADLINE:-540}
-log() { echo "== $*" | tee -a "$S"; }
-budget() { local left=$((DEADLINE - SECONDS)); echo $(( left < $1 ? left : $1 )); }
-limited() {
-  local t; t=$(budget "$1"); local logf=$2; shift 2
-  if (( t < 10 )); then echo "skipped (out of time)"; return; fi
-  timeout "$t" "$@" >> "$logf" 2>&1; echo "rc=$?"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../device_lib.sh"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$S"
 nvidia-smi topo -m 2>/dev/null | head -8 | tee -a "$S"

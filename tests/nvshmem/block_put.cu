@@ -5,18 +5,12 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
+#include "cuda_check.cuh"
+
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#define CUDA_CHECK(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::printf("PE ? FAILED: %s: %s\n", #x, cudaGetErrorString(e_));                 \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 constexpr int kBlocks = 8, kSlice = 50000;
 

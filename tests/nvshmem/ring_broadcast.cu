@@ -6,17 +6,11 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
+#include "cuda_check.cuh"
+
 #include <cstdio>
 #include <cstdlib>
 
-#define CUDA_CHECK(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::printf("PE ? FAILED: %s: %s\n", #x, cudaGetErrorString(e_));                 \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 constexpr int kCount = 4096;
 

@@ -8,13 +8,7 @@
 #include <type_traits>
 
 #include "../../config.hpp"
-
-#if defined(__CUDACC__)
-#include <cuda/atomic>
-#endif
-#if !GV_DEVICE_PASS
-#include <atomic>
-#endif
+#include "../../sync.hpp"
 
 namespace gv::rma::detail {
 
@@ -37,13 +31,12 @@ GV_HD GV_INLINE T from_bits(bits_t<T> b) {
   return v;
 }
 
-#if GV_DEVICE_PASS
+/// Words peers read and write: system scope (sync::aref_sys: libcu++ on the GPU, std on the host).
 template <class T>
-using sys_ref = cuda::atomic_ref<T, cuda::thread_scope_system>;
+using sys_ref = sync::aref_sys<T>;
+#if GV_DEVICE_PASS
 #define GV_RMA_MO(x) cuda::std::memory_order_##x
 #else
-template <class T>
-using sys_ref = std::atomic_ref<T>;
 #define GV_RMA_MO(x) std::memory_order_##x
 #endif
 
