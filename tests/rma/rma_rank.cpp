@@ -71,9 +71,11 @@ int ring(rma::Transport t) {
   return 0;
 }
 
+/// This process's rank before a World exists: gvrun's variable, or Open MPI's under mpirun.
 int rank_from_env() {
-  const char* r = std::getenv("GV_RANK");
-  return r ? std::atoi(r) : 0;
+  for (const char* v : {"GV_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"})
+    if (const char* r = std::getenv(v)) return std::atoi(r);
+  return 0;
 }
 
 int mismatch() {
