@@ -8,9 +8,10 @@
 //   own.give_back();                                // stores them for whoever comes next
 //
 // Between take() and give_back() the owner is the only thread that posts to the QP and polls
-// the CQ, and the queues' counters in memory (QpState, CqState) are stale: handing the QP to
-// another thread or kernel goes through give_back() and whatever orders the two (a kernel
-// boundary, a barrier). Posts and polls keep their semantics: the same WQEs, doorbells, CQE
+// the CQ, and the queues' counters in memory (QpState, CqState) are stale (all but the receive
+// queue's reserved count when another CQ completes that queue: that CQ's pollers read it):
+// handing the QP to another thread or kernel goes through give_back() and whatever orders the
+// two (a kernel boundary, a barrier). Posts and polls keep their semantics: the same WQEs, doorbells, CQE
 // checks and ordering as post_send<kExclusive> and poll_cq<kExclusive>.
 //
 // What it saves: a post reads and writes no counter (the free space is known from the
