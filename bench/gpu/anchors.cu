@@ -1,9 +1,11 @@
-// gv_gpu_verbs anchors: what the hardware gives without any verbs: a flag ping-pong between two
-// blocks through GPU memory and through pinned host memory, and between two GPUs by peer stores
-// when two are present; cudaMemcpyPeerAsync latency, and a host-driven ping-pong of such copies.
+// gv_gpu_verbs anchors: what the hardware gives without any verbs: the post and poll floors
+// (synthetic.hpp) with queues in GPU memory and in pinned host memory; a flag ping-pong between
+// two blocks through GPU memory and through pinned host memory, and between two GPUs by peer
+// stores when two are present; cudaMemcpyPeerAsync latency, and a host-driven ping-pong of such
+// copies.
 #include <cstdio>
 
-#include "harness.hpp"
+#include "synthetic.hpp"
 
 namespace gv::bench {
 namespace {
@@ -72,7 +74,17 @@ void report_anchor(const char* what, std::vector<double> half_us) {
 }  // namespace
 
 /// No GPU engine is open here: device-wide synchronisation is fine.
-void bench_anchors(const Options& o, Harness&) {
+void bench_anchors(const Options& o, Harness& h) {
+  constexpr int kFloorReps = 20;
+  std::printf("# floors: the bare memory operations of a post and of a poll [ns per post or poll], "
+              "min/median/max of %d launches\n",
+              kFloorReps);
+  print_cost_header();
+  for (const bool gpu : {true, false}) {
+    SyntheticQueues q(gpu, h.streams[0]);
+    report_floors("anchor", gpu ? "gpu-qgpu" : "gpu-qhost", measure_floors(h, kFloorReps, q));
+  }
+
   const int iters = static_cast<int>(o.iters);
   std::printf("# anchors: half round trip of a flag ping-pong [us]\n");
   std::uint64_t* rtt;

@@ -26,28 +26,8 @@
 # sequence fails here on purpose: an ordering change must be looked at and this pin updated
 # together with the reasoning in device_api/include/gpuverbs/sync.hpp.
 cmake_minimum_required(VERSION 3.25)
-if(BUILD_DIR AND TARGET)
-  execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${TARGET}
-                  RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "building ${TARGET} failed (${rc})")
-  endif()
-endif()
-if(NOT EXISTS "${PTX}")
-  message(FATAL_ERROR "no PTX at '${PTX}'")
-endif()
-
-# file(STRINGS) splits lines at ";" (PTX ends every instruction with one): each piece is a line.
-file(STRINGS "${PTX}" lines)
-set(ops)          # memory-ordering instructions, in order
-foreach(line IN LISTS lines)
-  string(REGEX REPLACE "//.*$" "" line "${line}")
-  string(STRIP "${line}" line)
-  # optional predicate guard, then the instruction
-  if(line MATCHES "^(@!?%p[0-9]+[ \t]+)?((st|fence|membar|atom|red)\\.[^ \t;]*)")
-    list(APPEND ops "${CMAKE_MATCH_2}")
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/ptx_ops.cmake)
+gv_ptx_ops("st|fence|membar|atom|red" ops)  # memory-ordering instructions, in order
 
 list(LENGTH ops n)
 set(dbrec -1)

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gpuverbs/host/verbs.hpp>
@@ -119,6 +120,17 @@ inline void post_ok(const Endpoint& e, const SendWr& wr) {
 
 inline void post_recv_ok(const Endpoint& e, const Sge* sgl, std::uint32_t n) {
   ASSERT_EQ(gv::ib::post_recv<Ownership::kExclusive>(e.h, sgl, n), Status::kOk);
+}
+
+/// Expect `f` to throw gv::Error whose message contains `what`.
+template <class F>
+void expect_error(F&& f, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one mentioning '" << what << "'";
+  } catch (const gv::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << "message: " << e.what();
+  }
 }
 
 }  // namespace gvt

@@ -6,17 +6,6 @@
 namespace gvt {
 namespace {
 
-/// Expect `f` to throw gv::Error whose message contains `what`.
-template <class F>
-void expect_error(F&& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one mentioning '" << what << "'";
-  } catch (const gv::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << "message: " << e.what();
-  }
-}
-
 class HostArgs : public ::testing::Test {
  protected:
   std::unique_ptr<gv::Device> dev = gv::Device::open("soft");

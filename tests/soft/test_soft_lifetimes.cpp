@@ -7,16 +7,6 @@
 namespace gvt {
 namespace {
 
-template <class F>
-void expect_error(F&& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one mentioning '" << what << "'";
-  } catch (const gv::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << "message: " << e.what();
-  }
-}
-
 TEST(Lifetimes, ChildrenKeepTheirDeviceAlive) {
   auto dev = gv::Device::open("soft");
   auto pd = dev->alloc_pd();

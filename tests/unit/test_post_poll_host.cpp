@@ -945,6 +945,35 @@ TEST(QpOwner, AFullRingIsQueueFullAtOnceUntilPolled) {
   EXPECT_EQ(own.post_send(w), Status::kQueueFull);
 }
 
+// The owner's CQ completes only the send queue; another CQ, polled by shared pollers, completes
+// the receive queue. Those pollers place a receive CQE by the queue's reserved count, so the
+// owner keeps that count in memory as it posts receives.
+TEST(QpOwner, ReceivesCompletedOnAnotherCqReachTheirPollers) {
+  HostQp q(16, 4, 4), r(16, 4, 4);
+  q.cqh.recv_qp = nullptr;  // q's CQ: the send queue only
+  gv::ib::CqHandle rcq = r.cqh;  // r's ring: q's receive queue only
+  rcq.send_qp = nullptr;
+  rcq.send_sq = nullptr;
+  rcq.recv_qp = q.qs.get();
+  rcq.recv_qpn = q.qp.qpn;
+  QpOwner own;
+  ASSERT_EQ(own.take(q.qp, q.cqh), Status::kOk);
+  Sge sge{0x1000, 8, 1};
+  for (std::uint64_t lap = 0; lap < 3; ++lap) {
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(own.post_recv(&sge, 1), Status::kOk) << lap << " " << i;
+    ASSERT_EQ(own.post_recv(&sge, 1), Status::kQueueFull);
+    for (std::uint64_t i = 0; i < 4; ++i) {
+      const std::uint64_t n = 4 * lap + i;
+      gv::ib::store_cqe(&r.cq[n & r.cq_mask()],
+                        gv::ib::make_resp_cqe(m::kCqeRespSend, q.qp.qpn, static_cast<std::uint16_t>(n), 8, {}, false),
+                        owner_bit(n, r.log_cqes), gv::sync::Scope::kSystem);
+      Completion c;
+      ASSERT_EQ(poll_cq<Ownership::kShared>(rcq, c, gv::Budget{0}), Status::kOk);
+      EXPECT_EQ(q.qs->rq.completed, n + 1);
+    }
+  }
+}
+
 TEST(QpOwner, TakeRefusesAForeignCqAndHandlesOfAnotherVersion) {
   HostQp a(16, 4, 4), b(16, 4, 4);
   QpOwner own;

@@ -238,6 +238,14 @@ GV_HD GV_INLINE void cqe_read_before_release(std::uint32_t* cq_dbrec, std::uint3
   store_release(cq_dbrec, be_value, s);
 }
 
+/// Hand back a CQE of which only the last word was read, by cqe_owner_before_payload: its
+/// acquire orders this store after that read (and the producer's release of its next CQE in
+/// the slot orders that write after whatever it read of the consumer index), so a relaxed
+/// store suffices; no fence.
+GV_HD GV_INLINE void cqe_tail_read_before_release(std::uint32_t* cq_dbrec, std::uint32_t be_value, Scope s) {
+  store_relaxed(cq_dbrec, be_value, s);
+}
+
 /// A CQ's only poller hands consumed CQEs back (the CQ's consumer index, released at the
 /// executor's scope `s`) and frees the work-queue space they cover (`completed`, which posters
 /// of this GPU acquire; may be null) behind one release: on the GPU one fence at the wider

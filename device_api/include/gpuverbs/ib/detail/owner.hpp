@@ -59,6 +59,9 @@ GV_HD GV_INLINE Status QpOwner::post_recv(const Sge* sgl, std::uint32_t n) {
   }
   rq_write_wqe(qp, rq_next_, sgl, n);
   rq_next_ += 1;
+  // Another CQ's pollers place its receive CQEs by the reserved count (retire): kept in memory,
+  // before the record that lets the executor take the WQE.
+  if (!rq_here_) sync::store_relaxed(&qp.state->rq.reserved, rq_next_);
   rq_ring_record(qp, rq_next_);
   return Status::kOk;
 }
@@ -77,14 +80,14 @@ GV_HD GV_INLINE Status QpOwner::try_poll(Completion& out) {
   const CtrlFields g = decode_ctrl(guess);
   const bool reports_len = g.opcode == mlx5::kOpRdmaRead || g.opcode == mlx5::kOpAtomicCs ||
                            g.opcode == mlx5::kOpAtomicFa;
-  std::uint64_t* other_done = nullptr;  // a work queue of another QP this CQ retires
-  std::uint64_t other_end = 0;
-  if (mlx5::cqe_opcode(mlx5::cqe_tail_op_own(tail)) == mlx5::kCqeReq && outstanding && g.wqe_index == counter &&
-      !reports_len) {
+  const bool named = mlx5::cqe_opcode(mlx5::cqe_tail_op_own(tail)) == mlx5::kCqeReq && outstanding &&
+                     g.wqe_index == counter && !reports_len;
+  if (named) {
     // The CQE names the guessed WQE (its index, at the completed bound: every outstanding WQE
     // lies within one ring of it), a success of an opcode that reports no length: everything
     // the completion says is known without reading its body. This CQ completes only this QP's
-    // send queue, so the CQE's qpn is ours.
+    // send queue, so the CQE's qpn is ours. Only the CQE's last word was read, and the space
+    // it frees is this thread's to know: the consumer index needs no fence.
     out = Completion{};
     out.status = Status::kOk;
     out.cqe_opcode = mlx5::kCqeReq;
@@ -92,23 +95,22 @@ GV_HD GV_INLINE Status QpOwner::try_poll(Completion& out) {
     out.qpn = qp.qpn;
     out.wqe_counter = static_cast<std::uint16_t>(counter);
     sq_done_ += wqe_bbs(g.ds);
-  } else {
-    WqCounters* const rq = cq.recv_qp != nullptr ? &cq.recv_qp->rq : nullptr;
-    const std::uint64_t rq_done = rq == nullptr ? 0 : rq_here_ ? rq_done_ : sync::load_relaxed(&rq->completed);
-    const detail::Retired r = detail::take_ready_cqe(cq, &qp.state->sq, rq, cqe, tail, sq_done_, rq_done, out);
-    if (r.done == &qp.state->sq.completed) {
-      sq_done_ = r.end;
-    } else if (rq_here_ && r.done != nullptr) {
-      rq_done_ = r.end;
-    } else {
-      other_done = r.done;
-      other_end = r.end;
-    }
+    ++ci_;
+    sync::cqe_tail_read_before_release(&cq.dbrec->set_ci.raw,
+                                       be32::from(static_cast<std::uint32_t>(ci_ & mlx5::kCqCiMask)).raw, cq.executor);
+    return Status::kOk;
   }
+  WqCounters* const rq = cq.recv_qp != nullptr ? &cq.recv_qp->rq : nullptr;
+  const std::uint64_t rq_done = rq == nullptr ? 0 : rq_here_ ? rq_done_ : sync::load_relaxed(&rq->completed);
+  const detail::Retired r = detail::take_ready_cqe(cq, &qp.state->sq, rq, cqe, tail, sq_done_, rq_done, out);
+  std::uint64_t* other_done = nullptr;  // a work queue of another QP this CQ retires
+  if (r.done == &qp.state->sq.completed) sq_done_ = r.end;
+  else if (rq_here_ && r.done != nullptr) rq_done_ = r.end;
+  else other_done = r.done;
   ++ci_;
   sync::cqe_read_before_release_and_retire(&cq.dbrec->set_ci.raw,
                                            be32::from(static_cast<std::uint32_t>(ci_ & mlx5::kCqCiMask)).raw,
-                                           cq.executor, other_done, other_end);
+                                           cq.executor, other_done, r.end);
   return out.status;
 }
 
