@@ -226,6 +226,7 @@ GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std
   if (st != Status::kOk) return st;
   if (!peer.ib) {
     group_copy<G>(peer.base + off, src, bytes);
+    G::sync();  // every member has read its part: the caller may reuse the source
     return Status::kOk;
   }
   G::sync();  // the whole group's source bytes are written before the leader posts
