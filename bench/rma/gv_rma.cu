@@ -59,6 +59,28 @@ struct Timing {
   std::uint64_t ns = 0, cycles = 0;
 };
 
+/// The clock of a measured loop: iterations after `warmup` record their cycles (when `record`),
+/// and the measured span's wall time calibrates cycles to nanoseconds.
+struct LoopClock {
+  int warmup;
+  std::uint64_t* cycles;
+  bool record;
+  std::uint64_t t0 = 0, c0 = 0, lap = 0;
+  __device__ void begin(int i) {
+    if (i == warmup + 1) {
+      t0 = gtimer();
+      c0 = clock64();
+    }
+    lap = clock64();
+  }
+  __device__ void end(int i) {
+    if (record && i > warmup) cycles[i - warmup - 1] = clock64() - lap;
+  }
+  __device__ void finish(Timing* t) {
+    if (record) *t = Timing{gtimer() - t0, static_cast<std::uint64_t>(clock64()) - c0};
+  }
+};
+
 template <class G>
 __device__ __forceinline__ Status send(const Endpoint& ep, int op, std::byte* buf, const std::byte* src, std::size_t bytes,
                                        std::uint64_t* sig, std::uint64_t i, int peer) {
@@ -72,13 +94,9 @@ __global__ void pingpong(__grid_constant__ const Endpoint ep, int op, std::byte*
                          std::size_t bytes, std::uint64_t* sig, int warmup, int iters, std::uint64_t* cycles,
                          Timing* timing, std::uint32_t* st) {
   const int rank = static_cast<int>(ep.rank), peer = 1 - rank;
-  std::uint64_t t_start = 0, c_start = 0;
+  LoopClock clock{warmup, cycles, rank == 0 && G::index() == 0};
   for (int i = 1; i <= warmup + iters; ++i) {
-    if (i == warmup + 1) {
-      t_start = gtimer();
-      c_start = clock64();
-    }
-    const std::uint64_t c0 = clock64();
+    clock.begin(i);
     Status s;
     if (rank == 0) {
       s = send<G>(ep, op, buf, src, bytes, sig, static_cast<std::uint64_t>(i), peer);
@@ -91,9 +109,9 @@ __global__ void pingpong(__grid_constant__ const Endpoint ep, int op, std::byte*
       if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
       return;
     }
-    if (rank == 0 && G::index() == 0 && i > warmup) cycles[i - warmup - 1] = clock64() - c0;
+    clock.end(i);
   }
-  if (rank == 0 && G::index() == 0) *timing = Timing{gtimer() - t_start, static_cast<std::uint64_t>(clock64()) - c_start};
+  clock.finish(timing);
 }
 
 /// One-sided per-operation latency at rank 0: op 0 = put + quiet, 1 = get, 2 = fetch_add,
@@ -102,13 +120,10 @@ template <class G>
 __global__ void one_sided(__grid_constant__ const Endpoint ep, int op, std::byte* buf, std::byte* local, std::size_t bytes,
                           std::uint64_t* word, int warmup, int iters, std::uint64_t* cycles, Timing* timing,
                           std::uint32_t* st, std::uint64_t* sink) {
-  std::uint64_t t_start = 0, c_start = 0, carry = 0;
+  std::uint64_t carry = 0;
+  LoopClock clock{warmup, cycles, G::index() == 0};
   for (int i = 1; i <= warmup + iters; ++i) {
-    if (i == warmup + 1) {
-      t_start = gtimer();
-      c_start = clock64();
-    }
-    const std::uint64_t c0 = clock64();
+    clock.begin(i);
     Status s;
     switch (op) {
       case 0:
@@ -133,10 +148,10 @@ __global__ void one_sided(__grid_constant__ const Endpoint ep, int op, std::byte
       if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
       return;
     }
-    if (G::index() == 0 && i > warmup) cycles[i - warmup - 1] = clock64() - c0;
+    clock.end(i);
   }
   if (G::index() == 0) {
-    *timing = Timing{gtimer() - t_start, static_cast<std::uint64_t>(clock64()) - c_start};
+    clock.finish(timing);
     *sink = carry;
   }
 }
@@ -185,13 +200,9 @@ __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, st
     while (static_cast<std::uint32_t>(m[0] >> 32) != i || static_cast<std::uint32_t>(m[1] >> 32) != i) {
     }
   };
-  std::uint64_t t_start = 0, c_start = 0;
+  LoopClock clock{warmup, cycles, rank == 0};
   for (int i = 1; i <= warmup + iters; ++i) {
-    if (i == warmup + 1) {
-      t_start = gtimer();
-      c_start = clock64();
-    }
-    const std::uint64_t c0 = clock64();
+    clock.begin(i);
     if (rank == 0) {
       put(static_cast<std::uint32_t>(i));
       wait(static_cast<std::uint32_t>(i));
@@ -199,9 +210,9 @@ __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, st
       wait(static_cast<std::uint32_t>(i));
       put(static_cast<std::uint32_t>(i));
     }
-    if (rank == 0 && i > warmup) cycles[i - warmup - 1] = clock64() - c0;
+    clock.end(i);
   }
-  if (rank == 0) *timing = Timing{gtimer() - t_start, static_cast<std::uint64_t>(clock64()) - c_start};
+  clock.finish(timing);
 }
 
 // ---- host side -----------------------------------------------------------------------------
@@ -309,9 +320,8 @@ struct Pair {
 std::string g_device;
 gv::bench::JsonLog g_log;
 
-void emit_latency(const Options& o, const std::string& test, const char* scope, const char* transport, std::size_t bytes,
+void emit_latency(const std::string& test, const char* scope, const char* transport, std::size_t bytes,
                   int iters, const std::vector<double>& us) {
-  (void)o;
   const auto s = gv::bench::summarize(us);
   char lead[64];
   std::snprintf(lead, sizeof(lead), "%-12s %-6s %-4s", test.c_str(), scope, transport);
@@ -322,9 +332,8 @@ void emit_latency(const Options& o, const std::string& test, const char* scope, 
   std::fflush(stdout);
 }
 
-void emit_rate(const Options& o, const std::string& test, const std::string& variant, const char* transport,
+void emit_rate(const std::string& test, const std::string& variant, const char* transport,
                std::size_t bytes, std::uint64_t iters, double gbs, double mmsgs) {
-  (void)o;
   char row[320];
   std::snprintf(row, sizeof(row),
                 "{\"bench\":\"gv_rma\",\"test\":\"%s\",\"variant\":\"%s\",\"transport\":\"%s\",\"bytes\":%zu,\"iters\":%llu,"
@@ -362,7 +371,7 @@ void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t ma
       CUDA_OK(cudaGetLastError());
     }
     if (!p.finish(test)) continue;
-    emit_latency(o, test, scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
+    emit_latency(test, scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
   }
 }
 
@@ -380,7 +389,7 @@ void run_one_sided(Options& o, Pair& p, int op, const char* scope, std::size_t m
                                             p.cycles, p.timing, p.st[0], p.sink);
     CUDA_OK(cudaGetLastError());
     if (!p.finish(names[op])) continue;
-    emit_latency(o, names[op], scope, rma::to_string(p.t), bytes, iters, p.samples(iters, false));
+    emit_latency(names[op], scope, rma::to_string(p.t), bytes, iters, p.samples(iters, false));
   }
 }
 
@@ -416,7 +425,7 @@ void run_bw(Options& o, Pair& p) {
       if (!time_on_rank0(p, "bw", ms, [&] { put_bw<<<ctas, 512, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, iters, p.st[0]); }))
         continue;
       const double gbs = static_cast<double>(bytes) * iters / (ms * 1e-3) / 1e9;
-      emit_rate(o, "bw", std::to_string(ctas) + "cta", rma::to_string(p.t), bytes, static_cast<std::uint64_t>(iters), gbs, 0);
+      emit_rate("bw", std::to_string(ctas) + "cta", rma::to_string(p.t), bytes, static_cast<std::uint64_t>(iters), gbs, 0);
     }
   }
 }
@@ -435,7 +444,7 @@ void run_rate(Options& o, Pair& p) {
     });
     if (!ok) continue;
     const double msgs = static_cast<double>(ctas) * threads / (bytes == 512 ? 32 : 1) * iters;
-    emit_rate(o, "rate", bytes == 512 ? "warp" : "thread", rma::to_string(p.t), bytes, static_cast<std::uint64_t>(iters),
+    emit_rate("rate", bytes == 512 ? "warp" : "thread", rma::to_string(p.t), bytes, static_cast<std::uint64_t>(iters),
               msgs * static_cast<double>(bytes) / (ms * 1e-3) / 1e9, msgs / (ms * 1e-3) / 1e6);
   }
 }
@@ -458,7 +467,7 @@ void run_anchors(Options& o, Pair& p) {
         raw_flag_pingpong<<<1, 1, 0, p.s[r]>>>(r, variant, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles, p.timing);
         CUDA_OK(cudaGetLastError());
       }
-      if (p.finish(names[variant])) emit_latency(o, names[variant], "thread", "peer", 8, iters, p.samples(iters, true));
+      if (p.finish(names[variant])) emit_latency(names[variant], "thread", "peer", 8, iters, p.samples(iters, true));
     }
   }
   // cudaMemcpyPeerAsync from rank 0's heap to rank 1's.
@@ -478,7 +487,7 @@ void run_anchors(Options& o, Pair& p) {
     CUDA_OK(cudaEventElapsedTime(&ms, a, b));
     CUDA_OK(cudaEventDestroy(a));
     CUDA_OK(cudaEventDestroy(b));
-    emit_rate(o, "memcpy_peer", "copy", "peer", bytes, static_cast<std::uint64_t>(n),
+    emit_rate("memcpy_peer", "copy", "peer", bytes, static_cast<std::uint64_t>(n),
               static_cast<double>(bytes) * n / (ms * 1e-3) / 1e9, 0);
   }
 }
