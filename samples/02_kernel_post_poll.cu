@@ -17,6 +17,7 @@
 
 #include <gpuverbs/host/verbs.hpp>
 #include <gpuverbs/ib.hpp>
+#include "cuda_check.hpp"
 
 __global__ void write_and_wait(const __grid_constant__ gv::ib::QpHandle qp, const __grid_constant__ gv::ib::CqHandle cq,
                                gv::ib::Sge sge, std::uint64_t remote, std::uint32_t rkey, std::uint32_t* result) {
@@ -40,7 +41,7 @@ int main() try {
     return 77;
   }
   cudaStream_t s;  // before the engine starts (see DeviceOptions::engine)
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return 1;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   gv::DeviceOptions o;
   o.engine = gv::DeviceOptions::Engine::kGpu;
   constexpr std::uint32_t kBytes = 1 << 16;
@@ -54,15 +55,16 @@ int main() try {
     auto* buf = static_cast<std::uint8_t*>(dev->alloc(2 * kBytes + 64));  // GPU memory of the engine's device
     auto mr = pd->reg_mr(buf, 2 * kBytes + 64, gv::kLocalWrite | gv::kRemoteWrite);
     auto* result = reinterpret_cast<std::uint32_t*>(buf + 2 * kBytes);
-    cudaMemsetAsync(buf, 0x5a, kBytes, s);        // source
-    cudaMemsetAsync(buf + kBytes, 0, kBytes, s);  // destination, poisoned with zeros
+    CUDA_CHECK(cudaMemsetAsync(buf, 0x5a, kBytes, s));        // source
+    CUDA_CHECK(cudaMemsetAsync(buf + kBytes, 0, kBytes, s));  // destination, poisoned with zeros
     write_and_wait<<<1, 1, 0, s>>>(qp_a->device_handle(), cq_a->device_handle(),
                                    gv::ib::Sge{reinterpret_cast<std::uint64_t>(buf), kBytes, mr->lkey()},
                                    reinterpret_cast<std::uint64_t>(buf + kBytes), mr->rkey(), result);
     std::uint32_t r = 99;
     std::uint8_t last = 0;
-    cudaMemcpyAsync(&r, result, 4, cudaMemcpyDeviceToHost, s);
-    cudaMemcpyAsync(&last, buf + 2 * kBytes - 1, 1, cudaMemcpyDeviceToHost, s);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpyAsync(&r, result, 4, cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaMemcpyAsync(&last, buf + 2 * kBytes - 1, 1, cudaMemcpyDeviceToHost, s));
     const cudaError_t e = cudaStreamSynchronize(s);
     if (e != cudaSuccess || r != 0 || last != 0x5a) {
       std::fprintf(stderr, "02: failed (%s, kernel result %u, last byte 0x%02x)\n", cudaGetErrorString(e), r, last);
@@ -70,7 +72,7 @@ int main() try {
     }
     std::printf("02: a kernel posted a %u-byte RDMA WRITE and polled its completion: ok\n", kBytes);
   }
-  cudaStreamDestroy(s);
+  CUDA_CHECK(cudaStreamDestroy(s));
   return 0;
 } catch (const gv::Error& e) {
   std::fprintf(stderr, "02: %s\n", e.what());

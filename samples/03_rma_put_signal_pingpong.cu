@@ -15,6 +15,7 @@
 
 #include <gpuverbs/host/world.hpp>
 #include <gpuverbs/rma.hpp>
+#include "cuda_check.hpp"
 
 namespace rma = gv::rma;
 
@@ -57,8 +58,8 @@ int main() try {
   unsigned long long* ns[2];
   std::uint32_t* status[2];
   for (int r = 0; r < 2; ++r) {
-    cudaSetDevice(worlds[r]->gpu());
-    cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking);
+    CUDA_CHECK(cudaSetDevice(worlds[r]->gpu()));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
     buf[r] = static_cast<float*>(worlds[r]->alloc(1024 * sizeof(float)));  // same offset on both ranks
     sig[r] = static_cast<std::uint64_t*>(worlds[r]->alloc(8));
     ns[r] = static_cast<unsigned long long*>(worlds[r]->alloc(8));
@@ -66,16 +67,17 @@ int main() try {
   }
   constexpr int kRounds = 1000;
   for (int r : {1, 0}) {  // both kernels run at once: each waits for the other
-    cudaSetDevice(worlds[r]->gpu());
+    CUDA_CHECK(cudaSetDevice(worlds[r]->gpu()));
     bounce<<<1, 256, 0, s[r]>>>(worlds[r]->endpoint(), buf[r], sig[r], kRounds, ns[r], status[r]);
+    CUDA_CHECK(cudaGetLastError());
   }
   unsigned long long t = 0;
   std::uint32_t st[2] = {0, 0};
   for (int r = 0; r < 2; ++r) {
-    cudaSetDevice(worlds[r]->gpu());
-    cudaMemcpyAsync(&st[r], status[r], 4, cudaMemcpyDeviceToHost, s[r]);
-    if (r == 0) cudaMemcpyAsync(&t, ns[0], 8, cudaMemcpyDeviceToHost, s[0]);
-    if (cudaStreamSynchronize(s[r]) != cudaSuccess) return 1;
+    CUDA_CHECK(cudaSetDevice(worlds[r]->gpu()));
+    CUDA_CHECK(cudaMemcpyAsync(&st[r], status[r], 4, cudaMemcpyDeviceToHost, s[r]));
+    if (r == 0) CUDA_CHECK(cudaMemcpyAsync(&t, ns[0], 8, cudaMemcpyDeviceToHost, s[0]));
+    CUDA_CHECK(cudaStreamSynchronize(s[r]));
   }
   if (st[0] != 0 || st[1] != 0) {
     std::fprintf(stderr, "03: failed: %s / %s\n", gv::to_string(gv::Status(st[0])), gv::to_string(gv::Status(st[1])));

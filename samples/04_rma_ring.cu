@@ -14,7 +14,7 @@
 #include <gpuverbs/host/world.hpp>
 #include <gpuverbs/rma.hpp>
 #if defined(__CUDACC__)
-#include <cuda_runtime.h>
+#include "cuda_check.hpp"
 #endif
 
 namespace rma = gv::rma;
@@ -58,12 +58,13 @@ int main() try {
 #if defined(__CUDACC__)
     auto* status = static_cast<gv::Status*>(world->alloc(sizeof(gv::Status)));
     cudaStream_t s;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     ring_kernel<<<1, 1, 0, s>>>(world->endpoint(), tokens, arrived, out, steps, result, status);
-    cudaMemcpyAsync(&st, status, sizeof(st), cudaMemcpyDeviceToHost, s);
-    cudaMemcpyAsync(&got, result, sizeof(got), cudaMemcpyDeviceToHost, s);
-    if (cudaStreamSynchronize(s) != cudaSuccess) st = gv::Status::kAborted;
-    cudaStreamDestroy(s);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpyAsync(&st, status, sizeof(st), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaMemcpyAsync(&got, result, sizeof(got), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(cudaStreamDestroy(s));
 #endif
   } else {
     st = ring(world->endpoint(), tokens, arrived, out, steps, &got);

@@ -10,6 +10,7 @@
 //   build/host_setup/gvrun -n 2 build/samples/05_nvshmem_shift      (exits 77 without a GPU)
 #include <nvshmem.h>
 #include <nvshmemx.h>
+#include "cuda_check.hpp"
 
 #include <cstdio>
 
@@ -26,12 +27,13 @@ int main() {
   }
   nvshmem_init();
   const int mype = nvshmem_my_pe(), npes = nvshmem_n_pes();
-  cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus);
+  CUDA_CHECK(cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
   int* destination = static_cast<int*>(nvshmem_malloc(sizeof(int)));
   simple_shift<<<1, 1>>>(destination);
+  CUDA_CHECK(cudaGetLastError());
   nvshmemx_barrier_all_on_stream(0);
   int got = -1;
-  cudaMemcpy(&got, destination, sizeof(int), cudaMemcpyDeviceToHost);
+  CUDA_CHECK(cudaMemcpy(&got, destination, sizeof(int), cudaMemcpyDeviceToHost));
   const int want = (mype + npes - 1) % npes;
   std::printf("05: PE %d of %d received %d: %s\n", mype, npes, got, got == want ? "ok" : "WRONG");
   nvshmem_free(destination);
