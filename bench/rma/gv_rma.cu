@@ -187,7 +187,8 @@ __global__ void put_rate(__grid_constant__ const Endpoint ep, std::byte* dst, co
 /// Anchor: raw ping-pong with the flag in every 8-byte word ({4 bytes data, 4 bytes flag}),
 /// stored straight to the peer's memory: what a put_signal of 8 bytes could cost at best.
 __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, std::uint64_t* theirs, int warmup,
-                                  int iters, std::uint64_t* cycles, Timing* timing) {
+                                  int iters, std::uint64_t* cycles, Timing* timing, gv::Budget budget,
+                                  std::uint32_t* st) {
   auto put = [&](std::uint32_t i) {
     const std::uint64_t w = (std::uint64_t{i} << 32) | (0xabc00000u + i);
     reinterpret_cast<volatile std::uint64_t*>(theirs)[0] = w;
@@ -195,20 +196,28 @@ __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, st
     if (variant == 2) asm volatile("fence.acq_rel.sys;" ::: "memory");
     reinterpret_cast<volatile std::uint64_t*>(theirs)[1] = w;
   };
+  // Bounded like every wait of the library (the raw poll itself, the clock read every 1024 polls).
   auto wait = [&](std::uint32_t i) {
     const volatile std::uint64_t* m = mine;
-    while (static_cast<std::uint32_t>(m[0] >> 32) != i || static_cast<std::uint32_t>(m[1] >> 32) != i) {
-    }
+    const std::uint64_t start = gtimer();
+    for (std::uint32_t n = 1; static_cast<std::uint32_t>(m[0] >> 32) != i || static_cast<std::uint32_t>(m[1] >> 32) != i; ++n)
+      if ((n & 1023u) == 0 && gtimer() - start > budget.ns) return false;
+    return true;
   };
   LoopClock clock{warmup, cycles, rank == 0};
   for (int i = 1; i <= warmup + iters; ++i) {
     clock.begin(i);
+    bool ok = true;
     if (rank == 0) {
       put(static_cast<std::uint32_t>(i));
-      wait(static_cast<std::uint32_t>(i));
+      ok = wait(static_cast<std::uint32_t>(i));
     } else {
-      wait(static_cast<std::uint32_t>(i));
-      put(static_cast<std::uint32_t>(i));
+      ok = wait(static_cast<std::uint32_t>(i));
+      if (ok) put(static_cast<std::uint32_t>(i));
+    }
+    if (!ok) {
+      *st = static_cast<std::uint32_t>(Status::kTimeout);
+      return;
     }
     clock.end(i);
   }
@@ -464,7 +473,8 @@ void run_anchors(Options& o, Pair& p) {
       p.reset();
       for (int r : {1, 0}) {
         p.on(r);
-        raw_flag_pingpong<<<1, 1, 0, p.s[r]>>>(r, variant, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles, p.timing);
+        raw_flag_pingpong<<<1, 1, 0, p.s[r]>>>(r, variant, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles, p.timing,
+                                               p.ep(r).budget, p.st[r]);
         CUDA_OK(cudaGetLastError());
       }
       if (p.finish(names[variant])) emit_latency(names[variant], "thread", "peer", 8, iters, p.samples(iters, true));
