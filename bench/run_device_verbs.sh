@@ -13,7 +13,8 @@
 # own time limit, cut to what is left before GV_DEADLINE seconds into the script (default
 # 470), and a step with less than 10 s left is skipped: the script ends within about 8 minutes.
 # The JSON rows name the commit; in a copy of the tree without .git set GV_GIT_COMMIT (e.g. to
-# the output of `git rev-parse --short=12 HEAD` where the copy came from).
+# the output of `git rev-parse --short=12 HEAD` where the copy came from). GV_BUILD_DIR (default
+# build-dev) is the build tree; GV_PREBUILT=1 when it came built (bench/carry_build.sh).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 mkdir -p "$OUT"
@@ -22,20 +23,23 @@ DEADLINE=${GV_DEADLINE:-470}
 source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$S"
-cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||
-  { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
+BD=${GV_BUILD_DIR:-build-dev}
 GPU_TESTS="test_gpu_ib test_gpu_engine test_gpu_engine_peers test_gpu_engine_hazards test_gpu_cpu_engine"
-TARGETS="$GPU_TESTS gv_gpu_verbs gv_pingpong"
-# shellcheck disable=SC2086  # word splitting of the target lists is intended
-cmake --build build-dev -j16 --target $TARGETS ${EXTRA_TARGETS:-} >> "$OUT/build.log" 2>&1 ||
-  { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
+if [[ -z ${GV_PREBUILT:-} ]]; then
+  cmake -S . -B $BD -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||
+    { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
+  TARGETS="$GPU_TESTS gv_gpu_verbs gv_pingpong"
+  # shellcheck disable=SC2086  # word splitting of the target lists is intended
+  cmake --build $BD -j16 --target $TARGETS ${EXTRA_TARGETS:-} >> "$OUT/build.log" 2>&1 ||
+    { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
+fi
 
 if [[ -z "${GV_SKIP_TESTS:-}" ]]; then
   : > "$OUT/tests.log"
   for t in $GPU_TESTS; do
     log "$t"
     echo "## $t" >> "$OUT/tests.log"
-    echo "$t $(limited 240 "$OUT/tests.log" "build-dev/tests/gpu/$t")" | tee -a "$S"
+    echo "$t $(limited 240 "$OUT/tests.log" "$BD/tests/gpu/$t")" | tee -a "$S"
   done
   grep -E "PASSED|FAILED|SKIPPED|Failure" "$OUT/tests.log" | head -30 | tee -a "$S"
   # Not test_gpu_engine*: compute-sanitizer serialises kernels, and every test there needs the
@@ -46,19 +50,19 @@ if [[ -z "${GV_SKIP_TESTS:-}" ]]; then
     log "memcheck ($t)"
     # shellcheck disable=SC2086  # the test's name and filter split into words
     echo "memcheck $(limited 150 "$OUT/sanitizer.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
-      build-dev/tests/gpu/$t)" | tee -a "$S"
+      $BD/tests/gpu/$t)" | tee -a "$S"
     tail -3 "$OUT/sanitizer.log" | tee -a "$S"
   done
   if [[ -n "${GV_RACECHECK:-}" ]]; then
     log "racecheck (shared and warp posting)"
     echo "racecheck $(limited 90 "$OUT/sanitizer.log" compute-sanitizer --tool racecheck --error-exitcode 9 \
-      build-dev/tests/gpu/test_gpu_ib --gtest_filter='GpuPostShared.*:Modes/*Warp*')" | tee -a "$S"
+      $BD/tests/gpu/test_gpu_ib --gtest_filter='GpuPostShared.*:Modes/*Warp*')" | tee -a "$S"
     tail -3 "$OUT/sanitizer.log" | tee -a "$S"
   fi
 fi
 
 B="$OUT/bench.txt"; J="$OUT/bench.json"
-V=build-dev/bench/gv_gpu_verbs
+V=$BD/bench/gv_gpu_verbs
 # run LIMIT CMD...: the table into bench.txt, the JSON rows (after one naming the run) into bench.json.
 run() {
   local limit=$1; shift
@@ -83,7 +87,7 @@ for b in ${GV_BENCH:-postpoll anchors pingpong host-pingpong}; do
     drain) run 60 $V drain
            run 60 $V drain --engine-warps 16 ;;
     atomics) run 60 $V atomics -n 2000 ;;
-    host-pingpong) run 60 build-dev/bench/gv_pingpong -a -n 1000 ;;
+    host-pingpong) run 60 $BD/bench/gv_pingpong -a -n 1000 ;;
     *) echo "unknown benchmark $b" | tee -a "$S" ;;
   esac
 done

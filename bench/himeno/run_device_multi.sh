@@ -14,6 +14,8 @@
 # time limit, cut to what is left before GV_DEADLINE seconds (default 470); a step with less
 # than 10 s left is skipped, so the script ends within about 8 minutes.
 # GV_SKIP_TESTS=1: benchmarks only. GV_BENCH_ARGS: more himeno_bench arguments for every run.
+# GV_BUILD_DIR (default build-himeno-multi) is the build tree; GV_PREBUILT=1 when it came built
+# (bench/carry_build.sh).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-himeno-multi}
 mkdir -p "$OUT"
@@ -24,11 +26,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/../device_lib.sh"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv | tee -a "$S"
 nvidia-smi topo -m 2>/dev/null | head -6 | tee -a "$S"
 GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
-B=build-himeno-multi
-log "build"
-echo "configure $(limited 90 "$OUT/build.log" cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90)" | tee -a "$S"
-echo "build $(limited 300 "$OUT/build.log" cmake --build $B -j16 --target himeno_bench himeno_multi_gpu_test himeno_gpu_test himeno_multi_host_test)" | tee -a "$S"
-[[ -x $B/bench/himeno/himeno_bench ]] || { grep -E "error" "$OUT/build.log" | head -30 | tee -a "$S"; exit 1; }
+B=${GV_BUILD_DIR:-build-himeno-multi}
+if [[ -z ${GV_PREBUILT:-} ]]; then
+  log "build"
+  echo "configure $(limited 90 "$OUT/build.log" cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90)" | tee -a "$S"
+  echo "build $(limited 300 "$OUT/build.log" cmake --build $B -j16 --target himeno_bench himeno_multi_gpu_test himeno_gpu_test himeno_multi_host_test)" | tee -a "$S"
+fi
+[[ -x $B/bench/himeno/himeno_bench ]] || { grep -sE "error" "$OUT/build.log" | head -30 | tee -a "$S"; exit 1; }
 
 if [[ -z "${GV_SKIP_TESTS:-}" ]]; then
   : > "$OUT/tests.log"

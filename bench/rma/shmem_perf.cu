@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "metadata.hpp"
+#include "report.hpp"
 #include "stats.hpp"
 
 #ifndef SHMEM_PERF_IMPL
@@ -115,29 +116,27 @@ __global__ void put_rate(char* dst, const char* src, std::size_t bytes, unsigned
   nvshmem_quiet();
 }
 
-bool g_json = false;
+gv::bench::JsonLog g_json;  // --json FILE: PE 0's rows, after the run's metadata object
 
 void emit_latency(const std::string& test, const char* scope, std::size_t bytes, int iters, const std::vector<double>& us) {
   const auto s = gv::bench::summarize(us);
-  if (g_json)
-    std::printf("%s\n", gv::bench::latency_json("shmem_perf", std::string("\"impl\":\"") + SHMEM_PERF_IMPL + "\",\"test\":\"" +
-                                                                    test + "\",\"scope\":\"" + scope + "\",",
-                                                bytes, static_cast<std::uint64_t>(iters), s).c_str());
-  else {
-    char lead[64];
-    std::snprintf(lead, sizeof(lead), "%-14s %-6s", test.c_str(), scope);
-    gv::bench::print_latency_row(stdout, bytes, static_cast<std::uint64_t>(iters), s, lead);
-  }
+  g_json.row(gv::bench::latency_json("shmem_perf", std::string("\"impl\":\"") + SHMEM_PERF_IMPL + "\",\"test\":\"" + test +
+                                                       "\",\"scope\":\"" + scope + "\",",
+                                     bytes, static_cast<std::uint64_t>(iters), s));
+  char lead[64];
+  std::snprintf(lead, sizeof(lead), "%-14s %-6s", test.c_str(), scope);
+  gv::bench::print_latency_row(stdout, bytes, static_cast<std::uint64_t>(iters), s, lead);
   std::fflush(stdout);
 }
 
 void emit_rate(const std::string& test, const std::string& variant, std::size_t bytes, int iters, double gbs, double mmsgs) {
-  if (g_json)
-    std::printf("{\"bench\":\"shmem_perf\",\"impl\":\"%s\",\"test\":\"%s\",\"variant\":\"%s\",\"bytes\":%zu,\"iters\":%d,"
-                "\"bw_gbs\":%.3f,\"mmsgs\":%.3f}\n",
+  char row[512];
+  std::snprintf(row, sizeof(row),
+                "{\"bench\":\"shmem_perf\",\"impl\":\"%s\",\"test\":\"%s\",\"variant\":\"%s\",\"bytes\":%zu,\"iters\":%d,"
+                "\"bw_gbs\":%.3f,\"mmsgs\":%.3f}",
                 SHMEM_PERF_IMPL, test.c_str(), variant.c_str(), bytes, iters, gbs, mmsgs);
-  else
-    std::printf("%-14s %-10s %-10zu %-10d %-16.2f %.3f\n", test.c_str(), variant.c_str(), bytes, iters, gbs, mmsgs);
+  g_json.row(row);
+  std::printf("%-14s %-10s %-10zu %-10d %-16.2f %.3f\n", test.c_str(), variant.c_str(), bytes, iters, gbs, mmsgs);
   std::fflush(stdout);
 }
 
@@ -145,14 +144,16 @@ void emit_rate(const std::string& test, const std::string& variant, std::size_t 
 
 int main(int argc, char** argv) {
   int iters = 1000;
+  std::string json_path;
   std::size_t bw_max = std::size_t{256} << 20;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
-      std::printf("usage: shmem_perf [--json] [-n ITERS] [--bw-max BYTES]   (2 PEs: gvrun -n 2, or mpirun -n 2)\n");
+      std::printf("usage: shmem_perf [--json FILE] [-n ITERS] [--bw-max BYTES]   (2 PEs: gvrun -n 2, or mpirun -n 2)\n"
+                  "  --json FILE  also append the run's metadata and one object per row to FILE (PE 0)\n");
       return 0;
-    } else if (a == "--json") {
-      g_json = true;
+    } else if (a == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
     } else if (a == "-n" && i + 1 < argc) {
       char* end = nullptr;
       const long v = std::strtol(argv[++i], &end, 10);
@@ -182,9 +183,8 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaGetDeviceProperties(&prop, nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
   const std::string device = std::string(prop.name) + (gpus >= 2 ? " x2" : " x1 (both PEs on one GPU)");
   if (me == 0) {
-    if (g_json) std::printf("%s\n", gv::bench::metadata_json(device, gv::bench::command_line(argc, argv),
-                                                             std::string("\"impl\":\"") + SHMEM_PERF_IMPL + "\",").c_str());
-    else std::printf("# shmem_perf (%s) on %s\n", SHMEM_PERF_IMPL, device.c_str());
+    if (!json_path.empty()) g_json.open(json_path, device + " (" + SHMEM_PERF_IMPL + ")", argc, argv);
+    std::printf("# shmem_perf (%s) on %s\n", SHMEM_PERF_IMPL, device.c_str());
   }
   const std::size_t area = bw_max;
   char* buf = static_cast<char*>(nvshmem_malloc(area));
