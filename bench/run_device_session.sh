@@ -8,17 +8,17 @@
 #   himeno  bench/himeno/run_device_multi.sh: himeno_bench, every mode and size
 #   verbs   bench/run_device_verbs.sh: the verbs benchmarks (GV_BENCH)
 # and GV_SECONDS_<part> gives each its deadline (defaults: tests 240, rma 240, himeno 240,
-# verbs 150). GV_CARRIED (default build-slim) is the carried tree, moved to GV_BUILD_DIR (default
-# build-gpu), where it was built: its ctest files name that path. The device tool returns at most
+# verbs 150). GV_CARRIED (default build-gpu.tgz) is the carried tree (bench/carry_build.sh),
+# unpacked where it was built, GV_BUILD_DIR (default build-gpu): its ctest files name that path. The device tool returns at most
 # eight files, so every part's files are packed into $OUT/logs.tgz (one folder per part) and
 # their summaries joined in $OUT/summary.txt.
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 mkdir -p "$OUT"
 export GV_BUILD_DIR=${GV_BUILD_DIR:-build-gpu} GV_PREBUILT=1
-carried=${GV_CARRIED:-build-slim}
-if [[ -d $carried ]]; then
-  rm -rf "$GV_BUILD_DIR" && mv "$carried" "$GV_BUILD_DIR"
+carried=${GV_CARRIED:-build-gpu.tgz}
+if [[ -f $carried ]]; then
+  rm -rf "$GV_BUILD_DIR" && tar -xzf "$carried"
 fi
 [[ -d $GV_BUILD_DIR ]] || { echo "run_device_session: no $GV_BUILD_DIR and no $carried (bench/carry_build.sh)"; exit 1; }
 [[ -n ${GV_GIT_COMMIT:-} ]] || echo "run_device_session: GV_GIT_COMMIT unset: the JSON rows name no commit"
