@@ -301,7 +301,8 @@ struct Pair {
       CUDA_OK(cudaStreamSynchronize(s[r]));
     }
   }
-  /// Wait for both ranks; false (with a message) when a kernel reported a status.
+  /// Wait for both ranks; false (with a message) when a kernel reported a status. Throws
+  /// gv::Error naming the cause when a rank's World failed (nothing more can run over it).
   bool finish(const char* what) {
     bool ok = true;
     for (int r = 0; r < 2; ++r) {
@@ -315,6 +316,8 @@ struct Pair {
         ok = false;
       }
     }
+    if (!ok)
+      for (const auto& x : w) x->check();
     return ok;
   }
   /// Per-iteration microseconds (`halve`: half round trips).
@@ -579,8 +582,9 @@ int main(int argc, char** argv) {
   if (!o.json.empty()) g_log.open(o.json, g_device, argc, argv);
   std::printf("# gv_rma on %s\n", g_device.c_str());
 
-  try {
-    for (const Transport t : o.transports) {
+  bool failed = false;
+  for (const Transport t : o.transports) {
+    try {
       const std::size_t area = t == Transport::kIb ? std::min<std::size_t>(o.bw_max, std::size_t{64} << 20) : std::max(o.bw_max, o.max_bytes);
       Pair p(t, std::max(area, o.max_bytes), o.iters);
       {
@@ -611,10 +615,10 @@ int main(int argc, char** argv) {
       if (wants(o, "bw")) run_bw(o, p);
       if (wants(o, "rate")) run_rate(o, p);
       if (wants(o, "anchors") && t == Transport::kP2p) run_anchors(o, p);
+    } catch (const gv::Error& e) {
+      std::fprintf(stderr, "gv_rma: the rows over %s stop here: %s\n", rma::to_string(t), e.what());
+      failed = true;
     }
-  } catch (const gv::Error& e) {
-    std::fprintf(stderr, "gv_rma: %s\n", e.what());
-    return 1;
   }
-  return 0;
+  return failed ? 1 : 0;
 }

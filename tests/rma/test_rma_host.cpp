@@ -473,3 +473,38 @@ TEST(RmaHostManyRanks, RingAndAtomicsBeyondTheNearPeers) {
   }
 }
 }  // namespace gvt
+
+namespace gvt {
+// An asynchronous error of the software HCA (here a doorbell naming another QP: the CPU engine
+// raises kQpFatal and puts the QP in error) becomes the World's failure: check() throws with
+// the HCA's message, describe() names it, and this rank's waits end with kAborted.
+TEST(RmaHostFailures, HcaAsyncErrorBecomesTheWorldsFailure) {
+  WorldOptions o;
+  o.memory = WorldOptions::Memory::kHost;
+  o.transport = Transport::kIb;
+  o.heap_bytes = 1 << 20;
+  o.ib_lanes = 1;
+  o.budget = gv::Budget{30'000'000'000ull};  // 30 s: only the abort can end the wait soon
+  auto w = World::create_local(2, o);
+  EXPECT_NO_THROW(w[0]->check());
+  const Endpoint& e = w[0]->endpoint();
+  const gv::ib::QpHandle& qp = e.peers[1].ib[0].qp;
+  const std::uint32_t other_qpn = qp.qpn + 1;
+  *qp.doorbell = std::uint64_t{gv::byteswap(static_cast<std::uint32_t>(other_qpn << 8))} << 32;
+  std::string why;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (why.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+    try {
+      w[0]->check();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } catch (const gv::Error& x) {
+      why = x.what();
+    }
+  }
+  EXPECT_NE(why.find("rank 0: the software HCA reported"), std::string::npos) << why;
+  EXPECT_NE(w[0]->describe().find("failed: rank 0"), std::string::npos) << w[0]->describe();
+  auto* sig = static_cast<std::uint64_t*>(w[0]->alloc(8));
+  EXPECT_EQ(gv::rma::wait_until(e, sig, Cmp::kEq, std::uint64_t{1}), Status::kAborted);
+  EXPECT_NO_THROW(w[1]->check());  // the other rank's HCA reported nothing
+}
+}  // namespace gvt

@@ -182,6 +182,7 @@ struct World::Impl {
   void write_tables(const std::vector<detail::HeapInfo>& heaps);
   void raise_abort();
   void on_failure(const std::string& why);
+  void take_device_events();
   bool gpu_mode() const { return gpu >= 0; }
 };
 
@@ -787,14 +788,30 @@ void World::allgather(const void* mine, void* all, std::size_t bytes) {
   impl_->boot->allgather(mine, all, bytes);
 }
 
+// The provider's asynchronous errors (the GPU engine stopped, a CQ overran, a QP failed
+// outside a completion) end this rank's waits (the provider raised its abort, or the lane's
+// completions carry the error); the World names them as its failure, so check() and describe()
+// say why a kernel saw kAborted.
+void World::Impl::take_device_events() {
+  if (!dev) return;
+  while (auto e = dev->poll_async_event())
+    on_failure("rank " + std::to_string(rank) + ": the software HCA reported: " + e->message);
+}
+
 void World::check() const {
+  impl_->take_device_events();
   std::lock_guard lk(impl_->fail_mu);
   if (!impl_->failure.empty()) throw Error(impl_->failure);
 }
 
 std::string World::describe() const {
+  impl_->take_device_events();
   const Impl& m = *impl_;
   std::string out = "rank " + std::to_string(m.rank) + " of " + std::to_string(m.size) + " (" + m.boot->name() + ")\n";
+  {
+    std::lock_guard lk(m.fail_mu);
+    if (!m.failure.empty()) out += "  failed: " + m.failure + "\n";
+  }
   const std::uint32_t L = m.opt.ib_lanes;
   for (int q = 0; q < m.size; ++q) {
     const auto i = static_cast<std::size_t>(q);

@@ -103,10 +103,13 @@ class World {
   /// Every rank contributes `bytes` at `mine`; `all` gets size() * bytes, in rank order.
   void allgather(const void* mine, void* all, std::size_t bytes);
 
-  /// Throws if a peer died (its message names the rank).
+  /// Throws if a peer died (its message names the rank) or this rank's software HCA reported
+  /// an asynchronous error (its GPU engine stopped, a CQ overran, a QP failed outside a
+  /// completion): either ends this rank's waits with kAborted, and the message says why.
   void check() const;
-  /// One line per ib lane: its QP, send-queue counters (reserved, published, completed), how
-  /// far completions are checked, CQEs taken, and its first error. For diagnosing a stuck or
+  /// The failure, if any (see check()), then one line per ib lane: its QP, send-queue counters
+  /// (reserved, published, completed), how far completions are checked, CQEs taken, and its
+  /// first error. For diagnosing a stuck or
   /// failing wait; reads the counters while kernels may run.
   std::string describe() const;
   /// End every wait of this rank's endpoint with kAborted (irreversible).
