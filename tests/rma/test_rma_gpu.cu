@@ -334,8 +334,11 @@ TEST_P(RmaGpu, RandomSoakIsExactlyOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, RmaGpu,
+                         // 3 and 4 ranks oversubscribe the GPUs of a one- or two-GPU machine: the
+                         // code paths of N > 2 ranks, not a scaling result.
                          ::testing::Values(GpuParam{Transport::kP2p, 2}, GpuParam{Transport::kP2p, 3},
-                                           GpuParam{Transport::kIb, 2}),
+                                           GpuParam{Transport::kP2p, 4}, GpuParam{Transport::kIb, 2},
+                                           GpuParam{Transport::kIb, 3}, GpuParam{Transport::kIb, 4}),
                          gpu_param_name);
 
 }  // namespace gvt
