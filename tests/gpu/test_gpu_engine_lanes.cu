@@ -1,9 +1,11 @@
 // The GPU engine's lanes: 32 QPs served by one engine warp, one QP per lane, each executing its
 // own stream of mixed work requests at once (WRITE, WRITE_WITH_IMM, READ, FETCH_ADD, CMP_SWP,
-// inline and gathered, small and above the warp's shared-move size), some QPs failing midway
-// (bad rkey, remote bounds, bad lkey) so that error and flush completions occur beside
-// successes. Every completion, every byte of both sides and the receive completions are
-// checked against a host reference of RC semantics.
+// inline and gathered, payloads a lane moves alone and larger ones, which the lane parks for
+// its converged warp), some QPs failing midway (bad rkey, remote bounds, bad lkey) so that
+// error and flush completions occur beside successes; and streams of overlapping WRITEs and
+// READs on both sides of the lane's size, whose bytes show any WQE executed out of order.
+// Every completion, every byte of both sides and the receive completions are checked against a
+// host reference of RC semantics.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -150,7 +152,7 @@ class GpuEngineLanes : public ::testing::Test {
 
   /// QP i's work requests, and the host's RC reference of what they do to `want` (both
   /// sides' bytes) and which completions they give.
-  std::vector<Op> make_ops(int i, std::mt19937_64& rng, std::vector<std::uint8_t> (&want)[2], Expect& e) const {
+  std::vector<Op> make_mixed_ops(int i, std::mt19937_64& rng, std::vector<std::uint8_t> (&want)[2], Expect& e) const {
     // Where this QP fails: none, a bad rkey, a remote address past the MR, or a bad lkey.
     const int fail_kind = i % 4;
     const int fail_at = fail_kind == 0 ? kOps : 3 + static_cast<int>(rng() % (kOps - 4));
@@ -240,6 +242,113 @@ class GpuEngineLanes : public ::testing::Test {
     return ops;
   }
 
+  /// QP i's work requests for the order check: WRITEs (inline or gathered) and READs of sizes
+  /// on both sides of what a lane moves alone (512 bytes), anywhere in the QP's remote region,
+  /// so that they overlap: a large WQE parked for the warp and executed after the small ones
+  /// behind it would leave other bytes. WRITEs read the local region's first half and READs
+  /// land in its second (an inline WRITE's data is taken when it is posted, which may come
+  /// before an earlier READ executes). All succeed.
+  std::vector<Op> make_overlapping_ops(int i, std::mt19937_64& rng, std::vector<std::uint8_t> (&want)[2],
+                                       Expect& e) const {
+    constexpr std::size_t kHalf = kRegion / 2;
+    const std::uint32_t sizes[] = {1, 8, 64, 512, 513, 4096, 20000, kHalf};
+    const std::uint32_t inline_sizes[] = {1, 8, 33, 64};
+    std::vector<Op> ops(kOps);
+    for (int j = 0; j < kOps; ++j) {
+      Op& op = ops[j];
+      SendWr& wr = op.wr;
+      wr.flags = gv::ib::kWrSignaled;
+      wr.num_sge = 1;
+      wr.rkey = mr[1]->rkey();
+      const int kind = static_cast<int>(rng() % 3);
+      wr.opcode = kind == 2 ? WrOpcode::kRdmaRead : WrOpcode::kRdmaWrite;
+      std::uint32_t len = sizes[rng() % 8];
+      if (kind == 1) {
+        wr.flags |= gv::ib::kWrInline;
+        len = inline_sizes[rng() % 4];
+      }
+      const std::size_t loff = (kind == 2 ? kHalf : 0) + rng() % (kHalf - len + 1);
+      const std::size_t roff = rng() % (kRegion - len + 1);
+      op.sge = Sge{laddr(i, loff), len, mr[0]->lkey()};
+      wr.remote_addr = raddr(i, roff);
+      e.wqe_opcode[j] = kind == 2 ? m5::kOpRdmaRead : m5::kOpRdmaWrite;
+      e.syndrome[j] = 0;
+      e.byte_len[j] = kind == 2 ? len : 0;
+      std::uint8_t* l = want[0].data() + i * kRegion + loff;
+      std::uint8_t* r = want[1].data() + i * kRegion + roff;
+      if (kind == 2) std::memcpy(l, r, len);
+      else std::memcpy(r, l, len);
+    }
+    return ops;
+  }
+
+  /// Every QP's work requests (`ops`, kOps a QP), posted back to back by one thread a QP, its
+  /// completions polled, and the receive completions its WRITE_WITH_IMMs give; the completions
+  /// and both sides' bytes compared with the reference (`expect`, `want`).
+  void run_and_check(const std::vector<Op>& ops, const std::vector<Expect>& expect,
+                     const std::vector<std::uint8_t> (&want)[2]) {
+    std::vector<gv::ib::QpHandle> qh(2 * kQps);
+    std::vector<gv::ib::CqHandle> ch(2 * kQps);
+    for (int s = 0; s < 2; ++s)
+      for (int i = 0; i < kQps; ++i) {
+        qh[s * kQps + i] = qp[s][i]->device_handle();
+        ch[s * kQps + i] = cq[s][i]->device_handle();
+      }
+    std::vector<int> counts(kQps);
+    for (int i = 0; i < kQps; ++i) counts[i] = expect[i].recvs;
+    stream->put(dq, qh.data(), sizeof(gv::ib::QpHandle) * qh.size());
+    stream->put(dc, ch.data(), sizeof(gv::ib::CqHandle) * ch.size());
+    stream->put(dops, ops.data(), sizeof(Op) * ops.size());
+    stream->put(dcounts, counts.data(), sizeof(int) * kQps);
+    const std::vector<std::uint8_t> poison(sizeof(Completion) * 2 * kQps * kOps, 0xcd);
+    stream->put(dout, poison.data(), poison.size());
+
+    post_recvs<<<1, kQps, 0, stream->s>>>(dq + kQps, dcounts, dst);
+    GV_CUDA_CHECK(cudaGetLastError());
+    stream->sync();
+    std::vector<Status> st(kQps);
+    std::memcpy(st.data(), stream->get(dst, sizeof(Status) * kQps).data(), sizeof(Status) * kQps);
+    for (int i = 0; i < kQps; ++i) ASSERT_EQ(st[i], Status::kOk) << "receives of QP " << i << ": " << gv::to_string(st[i]);
+
+    stream_kernel<<<1, kQps, 0, stream->s>>>(dq, dc, dops, dout, dst);
+    GV_CUDA_CHECK(cudaGetLastError());
+    stream->sync();
+    poll_recvs<<<1, kQps, 0, stream->s>>>(dc + kQps, dcounts, dout + kQps * kOps, dst);
+    GV_CUDA_CHECK(cudaGetLastError());
+    stream->sync();
+
+    std::vector<Completion> got(2 * kQps * kOps);
+    std::memcpy(got.data(), stream->get(dout, sizeof(Completion) * got.size()).data(), sizeof(Completion) * got.size());
+    std::memcpy(st.data(), stream->get(dst, sizeof(Status) * kQps).data(), sizeof(Status) * kQps);
+    for (int i = 0; i < kQps; ++i) {
+      ASSERT_EQ(st[i], Status::kOk) << "QP " << i << ": " << gv::to_string(st[i]);
+      const Expect& e = expect[i];
+      for (int j = 0; j < kOps; ++j) {
+        const Completion& c = got[i * kOps + j];
+        EXPECT_EQ(c.syndrome, e.syndrome[j]) << "QP " << i << " WR " << j << ": " << gv::describe(c);
+        EXPECT_EQ(c.ok(), e.syndrome[j] == 0) << "QP " << i << " WR " << j;
+        EXPECT_EQ(c.qpn, qp[0][i]->qpn()) << "QP " << i << " WR " << j;
+        if (e.syndrome[j] == 0) {
+          EXPECT_EQ(c.wqe_opcode, e.wqe_opcode[j]) << "QP " << i << " WR " << j;
+          EXPECT_EQ(c.byte_len, e.byte_len[j]) << "QP " << i << " WR " << j;
+        }
+      }
+      for (int k = 0; k < e.recvs; ++k) {
+        const Completion& c = got[(kQps + i) * kOps + k];
+        EXPECT_TRUE(c.ok()) << "receive " << k << " of QP " << i << ": " << gv::describe(c);
+        EXPECT_EQ(c.cqe_opcode, m5::kCqeRespWrImm) << "receive " << k << " of QP " << i;
+        EXPECT_EQ(c.imm, e.imm[k]) << "receive " << k << " of QP " << i;
+        EXPECT_EQ(c.byte_len, e.imm_len[k]) << "receive " << k << " of QP " << i;
+      }
+    }
+    for (int s = 0; s < 2; ++s) {
+      const auto now = stream->get(buf[s], kBytes);
+      for (std::size_t b = 0; b < kBytes; ++b)
+        ASSERT_EQ(now[b], want[s][b]) << (s == 0 ? "requester" : "responder") << " byte " << b << " (QP "
+                                      << b / kRegion << ", offset " << b % kRegion << ")";
+    }
+  }
+
   std::unique_ptr<Stream> stream;
   std::unique_ptr<gv::Device> dev;
   std::unique_ptr<gv::ProtectionDomain> pd;
@@ -262,69 +371,22 @@ TEST_F(GpuEngineLanes, ThirtyTwoQpsOfMixedWorkInOneWarpMatchTheReference) {
   std::vector<Op> ops;
   std::mt19937_64 rng(2026);
   for (int i = 0; i < kQps; ++i) {
-    const auto q = make_ops(i, rng, want, expect[i]);
+    const auto q = make_mixed_ops(i, rng, want, expect[i]);
     ops.insert(ops.end(), q.begin(), q.end());
   }
-  std::vector<gv::ib::QpHandle> qh(2 * kQps);
-  std::vector<gv::ib::CqHandle> ch(2 * kQps);
-  for (int s = 0; s < 2; ++s)
-    for (int i = 0; i < kQps; ++i) {
-      qh[s * kQps + i] = qp[s][i]->device_handle();
-      ch[s * kQps + i] = cq[s][i]->device_handle();
-    }
-  std::vector<int> counts(kQps);
-  for (int i = 0; i < kQps; ++i) counts[i] = expect[i].recvs;
-  stream->put(dq, qh.data(), sizeof(gv::ib::QpHandle) * qh.size());
-  stream->put(dc, ch.data(), sizeof(gv::ib::CqHandle) * ch.size());
-  stream->put(dops, ops.data(), sizeof(Op) * ops.size());
-  stream->put(dcounts, counts.data(), sizeof(int) * kQps);
-  const std::vector<std::uint8_t> poison(sizeof(Completion) * 2 * kQps * kOps, 0xcd);
-  stream->put(dout, poison.data(), poison.size());
+  run_and_check(ops, expect, want);
+}
 
-  post_recvs<<<1, kQps, 0, stream->s>>>(dq + kQps, dcounts, dst);
-  GV_CUDA_CHECK(cudaGetLastError());
-  stream->sync();
-  std::vector<Status> st(kQps);
-  std::memcpy(st.data(), stream->get(dst, sizeof(Status) * kQps).data(), sizeof(Status) * kQps);
-  for (int i = 0; i < kQps; ++i) ASSERT_EQ(st[i], Status::kOk) << "receives of QP " << i << ": " << gv::to_string(st[i]);
-
-  stream_kernel<<<1, kQps, 0, stream->s>>>(dq, dc, dops, dout, dst);
-  GV_CUDA_CHECK(cudaGetLastError());
-  stream->sync();
-  poll_recvs<<<1, kQps, 0, stream->s>>>(dc + kQps, dcounts, dout + kQps * kOps, dst);
-  GV_CUDA_CHECK(cudaGetLastError());
-  stream->sync();
-
-  std::vector<Completion> got(2 * kQps * kOps);
-  std::memcpy(got.data(), stream->get(dout, sizeof(Completion) * got.size()).data(), sizeof(Completion) * got.size());
-  std::memcpy(st.data(), stream->get(dst, sizeof(Status) * kQps).data(), sizeof(Status) * kQps);
+TEST_F(GpuEngineLanes, LargeAndSmallPayloadsOnEveryLaneKeepRcOrder) {
+  std::vector<std::uint8_t> want[2] = {host[0], host[1]};
+  std::vector<Expect> expect(kQps);
+  std::vector<Op> ops;
+  std::mt19937_64 rng(2027);
   for (int i = 0; i < kQps; ++i) {
-    ASSERT_EQ(st[i], Status::kOk) << "QP " << i << ": " << gv::to_string(st[i]);
-    const Expect& e = expect[i];
-    for (int j = 0; j < kOps; ++j) {
-      const Completion& c = got[i * kOps + j];
-      EXPECT_EQ(c.syndrome, e.syndrome[j]) << "QP " << i << " WR " << j << ": " << gv::describe(c);
-      EXPECT_EQ(c.ok(), e.syndrome[j] == 0) << "QP " << i << " WR " << j;
-      EXPECT_EQ(c.qpn, qp[0][i]->qpn()) << "QP " << i << " WR " << j;
-      if (e.syndrome[j] == 0) {
-        EXPECT_EQ(c.wqe_opcode, e.wqe_opcode[j]) << "QP " << i << " WR " << j;
-        EXPECT_EQ(c.byte_len, e.byte_len[j]) << "QP " << i << " WR " << j;
-      }
-    }
-    for (int k = 0; k < e.recvs; ++k) {
-      const Completion& c = got[(kQps + i) * kOps + k];
-      EXPECT_TRUE(c.ok()) << "receive " << k << " of QP " << i << ": " << gv::describe(c);
-      EXPECT_EQ(c.cqe_opcode, m5::kCqeRespWrImm) << "receive " << k << " of QP " << i;
-      EXPECT_EQ(c.imm, e.imm[k]) << "receive " << k << " of QP " << i;
-      EXPECT_EQ(c.byte_len, e.imm_len[k]) << "receive " << k << " of QP " << i;
-    }
+    const auto q = make_overlapping_ops(i, rng, want, expect[i]);
+    ops.insert(ops.end(), q.begin(), q.end());
   }
-  for (int s = 0; s < 2; ++s) {
-    const auto now = stream->get(buf[s], kBytes);
-    for (std::size_t b = 0; b < kBytes; ++b)
-      ASSERT_EQ(now[b], want[s][b]) << (s == 0 ? "requester" : "responder") << " byte " << b << " (QP "
-                                    << b / kRegion << ", offset " << b % kRegion << ")";
-  }
+  run_and_check(ops, expect, want);
 }
 
 }  // namespace

@@ -2,18 +2,18 @@
 //
 // `warps` warps in blocks of up to eight. Every lane is an engine: lane l of warp w serves the
 // QP slots of table rounds l, l + 32, ... (soft::engine_slot), so up to 32 QPs of a warp
-// execute their WQEs side by side, one lane each (RC order per QP and CQE order hold: a QP is
-// one lane's). A warp sweeps its slots round by round; between rounds its lanes meet at a
-// __syncwarp. A move of more than kSoloBytes is posted on the warp's MoveBoard in shared
-// memory and cut into chunks: the posting lane takes chunks of it, and so does every lane of
-// the warp that has finished its visit of the round or waits for a move of its own, so one
-// busy QP still moves its payload up to 32 lanes wide. Nothing waits for a lane that is not
-// moving: a lane that posted a move waits only for chunks other lanes have taken, which they
-// store without waiting for anything (independent thread scheduling, Volta and later, lets
-// the diverged lanes progress).
+// execute their WQEs side by side, one lane each, on diverged paths. A lane moves up to
+// kSoloBytes alone and starts no WQE whose payload is larger (GpuEnv::may_move): it ends its
+// visit before that WQE, which stays untouched at the QP's sq_head, and parks the QP. Once
+// every lane's visit of the round is over, the warp serves the parked QPs one after another,
+// converged: lane 0 runs the semantics, lanes 1..31 wait in a helper loop and join lane 0 for
+// every data movement (a job in shared memory and two __syncwarp()s, which Volta and later
+// allow at different program points), so a large payload moves 32 lanes wide. A move shared by
+// lanes on diverged paths runs at one lane's speed (a warp executes diverged paths one after
+// another; notes/verbs-gpu.md, sixth session), so large moves are never made inside a lane's
+// visit. RC order per QP and CQE order are those of one engine: a QP is visited by its lane
+// or, parked, by its warp, one visit at a time, each executing from sq_head in order.
 #include "gpu_engine_kernel.hpp"
-
-#include <cuda/atomic>
 
 namespace gv::detail {
 namespace {
@@ -21,11 +21,9 @@ namespace {
 using soft::Arena;
 using soft::ArenaHeader;
 
-/// A lane moves up to this many bytes alone (one round of loads); larger moves go on the board.
+/// A lane alone moves up to this many bytes (four rounds of eight 16-byte loads); a WQE with a
+/// larger payload waits for its converged warp.
 constexpr std::uint64_t kSoloBytes = 512;
-/// A board move is taken in chunks of this many bytes (a multiple of 16: every chunk of a move
-/// has the alignment of its start).
-constexpr std::uint64_t kChunkBytes = 512;
 
 /// Move `words` words of type V from src to dst, eight loads in flight before their stores.
 template <class V>
@@ -60,105 +58,57 @@ __device__ __noinline__ void move_solo(std::byte* dst, const std::byte* src, std
   move_run<std::uint8_t>(dst + done, src + done, n - done);
 }
 
-/// A move posted by one lane for the warp.
+/// One warp's data-mover job while it serves parked QPs: written by lane 0, executed by all 32
+/// lanes.
 struct MoveJob {
   std::byte* dst;
   const std::byte* src;
   std::uint64_t n;
-  std::uint64_t chunks;
+  std::uint32_t stop;  ///< lane 0 has served the round's parked QPs: the helpers leave
 };
 
-/// One warp's board of moves, in shared memory. Lane l alone writes job[l] and the generation
-/// (high half) of take[l]; any lane takes chunk c of job[l] by advancing take[l]'s low half from
-/// c to c + 1 with a compare-and-swap that names the generation, so a lane that read a finished
-/// job's fields never takes a chunk of the next one. done[l] counts the chunks stored (release:
-/// their stores before the owner's acquire, and so before its publishing release).
-struct MoveBoard {
-  MoveJob job[32];
-  unsigned long long take[32];
-  unsigned int done[32];
-  unsigned int pending;  ///< lanes whose job has chunks left to take
-  unsigned int working;  ///< lanes still visiting their QPs in this round
-};
-
-template <class T>
-using shared_ref = cuda::atomic_ref<T, cuda::thread_scope_block>;
-
-/// A lane's side of its warp's MoveBoard.
-class Movers {
- public:
-  __device__ Movers(MoveBoard* b, unsigned lane) : b_(b), lane_(lane) {}
-
-  /// Move n bytes with the help of the warp's lanes; every byte is stored, and ordered before
-  /// this lane's next release, when it returns.
-  __device__ void move(std::byte* dst, const std::byte* src, std::uint64_t n) const {
-    MoveJob& j = b_->job[lane_];
-    j = MoveJob{dst, src, n, (n + kChunkBytes - 1) / kChunkBytes};
-    b_->done[lane_] = 0;
-    shared_ref<unsigned long long> take(b_->take[lane_]);
-    const unsigned long long gen = (take.load(cuda::std::memory_order_relaxed) >> 32) + 1;
-    take.store(gen << 32, cuda::std::memory_order_release);  // the job's fields before its ticket
-    shared_ref<unsigned int>(b_->pending).fetch_or(1u << lane_, cuda::std::memory_order_relaxed);
-    while (take_chunk(lane_)) {
-    }
-    shared_ref<unsigned int>(b_->pending).fetch_and(~(1u << lane_), cuda::std::memory_order_relaxed);
-    shared_ref<unsigned int> done(b_->done[lane_]);
-    while (done.load(cuda::std::memory_order_acquire) < j.chunks) help();
+/// Lane `lane`'s share of a move in words of type V (n a multiple of sizeof(V), both pointers
+/// aligned to it): every 32nd word from word `lane`, four words in flight before their stores.
+template <class V>
+__device__ void move_words(std::byte* dst, const std::byte* src, std::uint64_t n, unsigned lane) {
+  auto* d = reinterpret_cast<V*>(dst);
+  const auto* s = reinterpret_cast<const V*>(src);
+  const std::uint64_t words = n / sizeof(V);
+  std::uint64_t i = lane;
+  for (; i + 3 * 32 < words; i += 4 * 32) {
+    const V a = s[i], b = s[i + 32], c = s[i + 2 * 32], e = s[i + 3 * 32];
+    d[i] = a;
+    d[i + 32] = b;
+    d[i + 2 * 32] = c;
+    d[i + 3 * 32] = e;
   }
+  for (; i < words; i += 32) d[i] = s[i];
+}
 
-  /// Take chunks of every posted move until none is left to take; false if there was none.
-  __device__ bool help() const {
-    bool any = false;
-    for (unsigned p = shared_ref<unsigned int>(b_->pending).load(cuda::std::memory_order_relaxed); p != 0;
-         p &= p - 1) {
-      const unsigned owner = __ffs(p) - 1;
-      while (take_chunk(owner)) any = true;
-    }
-    return any;
+/// Lane `lane`'s share of job j, in the widest words both pointers allow (see move_words).
+__device__ __noinline__ void move_part(const MoveJob& j, unsigned lane) {
+  const auto align = reinterpret_cast<std::uintptr_t>(j.dst) | reinterpret_cast<std::uintptr_t>(j.src);
+  std::uint64_t done = 0;
+  if ((align & 15) == 0) {
+    done = j.n & ~std::uint64_t{15};
+    move_words<uint4>(j.dst, j.src, done, lane);
+  } else if ((align & 7) == 0) {
+    done = j.n & ~std::uint64_t{7};
+    move_words<std::uint64_t>(j.dst, j.src, done, lane);
+  } else if ((align & 3) == 0) {
+    done = j.n & ~std::uint64_t{3};
+    move_words<std::uint32_t>(j.dst, j.src, done, lane);
   }
-
-  /// The round's end: this lane's visits are over; help the others' moves until every lane's
-  /// are. Lanes with nothing to take sleep between looks: a diverged spin would take issue
-  /// slots from the lanes still executing WQEs.
-  __device__ void finish_round() const {
-    shared_ref<unsigned int> working(b_->working);
-    working.fetch_and(~(1u << lane_), cuda::std::memory_order_relaxed);
-    while (working.load(cuda::std::memory_order_relaxed) != 0)
-      if (!help()) __nanosleep(64);
-  }
-
-  /// A new round: every lane visits (lane 0 only, between two __syncwarp()s of the whole warp).
-  __device__ void start_round() const { b_->working = ~0u; }
-
- private:
-  /// Take and store one chunk of `owner`'s job; false if none is left to take.
-  __device__ bool take_chunk(unsigned owner) const {
-    shared_ref<unsigned long long> take(b_->take[owner]);
-    unsigned long long t = take.load(cuda::std::memory_order_acquire);
-    for (;;) {
-      const volatile MoveJob& vj = b_->job[owner];
-      const MoveJob j{vj.dst, vj.src, vj.n, vj.chunks};
-      const std::uint64_t c = t & 0xffffffffu;
-      if (c >= j.chunks) return false;
-      // A failed swap means another lane took chunk c or the owner posted a new job: reread.
-      if (take.compare_exchange_weak(t, t + 1, cuda::std::memory_order_acquire, cuda::std::memory_order_acquire)) {
-        const std::uint64_t off = c * kChunkBytes;
-        move_solo(j.dst + off, j.src + off, j.n - off < kChunkBytes ? j.n - off : kChunkBytes);
-        shared_ref<unsigned int>(b_->done[owner]).fetch_add(1, cuda::std::memory_order_release);
-        return true;
-      }
-    }
-  }
-
-  MoveBoard* b_;
-  unsigned lane_;
-};
+  move_words<std::uint8_t>(j.dst + done, j.src + done, j.n - done, lane);
+}
 
 /// The GPU engine's environment for soft::Hca (see the Env contract in soft/hca.hpp).
 class GpuEnv {
  public:
-  __device__ GpuEnv(Arena own, std::int32_t pid, Movers movers)
-      : own_(own), own_end_(own.base + own.hdr()->size), pid_(pid), movers_(movers) {}
+  /// A lane's engine (`job` null: it moves alone, and parks the QP of a WQE it may not move),
+  /// or lane 0 serving a parked QP for its warp (`job`: the warp's, its helpers waiting on it).
+  __device__ GpuEnv(Arena own, std::int32_t pid, MoveJob* job)
+      : own_(own), own_end_(own.base + own.hdr()->size), pid_(pid), job_(job) {}
 
   __device__ const Arena& own() const { return own_; }
   __device__ std::int32_t self_pid() const { return pid_; }
@@ -177,12 +127,27 @@ class GpuEnv {
   /// Loads and stores cannot fail softly: a bad address traps the engine (the watchdog says so).
   __device__ std::uint8_t take_fault() { return 0; }
 
-  /// Move n bytes (with the warp's lanes beyond kSoloBytes). With `publish`, the last byte is stored
-  /// last with release at the widest scope of the message's destinations (see put() for
-  /// messages of up to 8 bytes).
+  /// A lane alone moves a WQE's payload of up to kSoloBytes; a larger one parks the QP for the
+  /// warp (take_parked()), which moves any.
+  __device__ bool may_move(std::uint64_t n) {
+    if (job_ != nullptr || n <= kSoloBytes) return true;
+    parked_ = true;
+    return false;
+  }
+
+  /// Whether a visit since the last call ended before a WQE it may not move.
+  __device__ bool take_parked() {
+    const bool p = parked_;
+    parked_ = false;
+    return p;
+  }
+
+  /// Move n bytes: a lane alone, or (serving a parked QP) the warp beyond 8 bytes. With
+  /// `publish`, the last byte is stored last with release at the widest scope of the message's
+  /// destinations (see put() for messages of up to 8 bytes).
   __device__ void copy(void* d, const void* s, std::uint64_t n, bool publish) {
     auto* dst = static_cast<std::byte*>(d);
-    unsettled_ = copy_out(dst, static_cast<const std::byte*>(s), n, publish, scope_of(dst), unsettled_, movers_);
+    unsettled_ = copy_out(dst, static_cast<const std::byte*>(s), n, publish, scope_of(dst), unsettled_, job_);
   }
 
   /// Store the n <= 8 low bytes of v (little-endian). A published message that fits one
@@ -213,15 +178,25 @@ class GpuEnv {
 
   /// copy() to dst, which `scope` observes, after stores unsettled at `u`; returns the new u.
   static __device__ __noinline__ Unsettled copy_out(std::byte* dst, const std::byte* src, std::uint64_t n,
-                                                    bool publish, sync::Scope scope, Unsettled u, Movers movers) {
+                                                    bool publish, sync::Scope scope, Unsettled u, MoveJob* job) {
     if (n <= 8) {
       std::uint64_t v = 0;
       for (std::uint64_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(src[i])} << (8 * i);
       return put_out(dst, v, static_cast<std::uint32_t>(n), publish, scope, u);
     }
     const std::uint64_t body = publish ? n - 1 : n;
-    if (body <= kSoloBytes) move_solo(dst, src, body);
-    else movers.move(dst, src, body);
+    if (job == nullptr) {
+      move_solo(dst, src, body);  // a lane's visit: up to kSoloBytes (may_move())
+    } else {
+      // The warp's move: a lane's share of up to 128 bytes (16-byte words) is one round of
+      // loads, where lane 0 alone waited for a round per 4 words.
+      job->dst = dst;
+      job->src = src;
+      job->n = body;
+      __syncwarp();  // the helpers take the job
+      move_part(*job, 0);
+      __syncwarp();  // every lane's share is stored (and ordered before what follows)
+    }
     u = wider(u, scope);
     return publish ? release_last(dst + n - 1, static_cast<std::uint8_t>(src[n - 1]), scope, u) : u;
   }
@@ -261,8 +236,9 @@ class GpuEnv {
   Arena own_;
   const std::byte* own_end_;
   std::int32_t pid_;
-  Movers movers_;
+  MoveJob* job_;
   Unsettled unsettled_ = kNone;
+  bool parked_ = false;
 };
 
 /// Epochs are published every kEpochSweeps sweeps (and once at start); the table's high mark
@@ -275,18 +251,45 @@ constexpr std::uint64_t kStopSweeps = 64;
 /// register budget of a warp stays that of a small block.
 constexpr std::uint32_t kWarpsPerBlock = 8;
 
+/// Lanes 1..31 while lane 0 serves parked QPs: their share of every move, until lane 0 stops.
+__device__ void help_moves(const MoveJob* job, unsigned lane) {
+  for (;;) {
+    __syncwarp();  // a job (or stop) from lane 0
+    if (job->stop) return;
+    move_part(*job, lane);
+    __syncwarp();
+  }
+}
+
+/// The round's parked QPs (`parked`: the lanes that parked one; lane p visited table round
+/// `round0 + p`), served one after another by the converged warp, in lane order: lane 0 visits
+/// each with the warp's moves, lanes 1..31 help. (Inlined: out of line, the second copy of the
+/// semantics doubled the kernel's stack frame to 1920 bytes, past the default stack limit of 1024.)
+__device__ __forceinline__ void serve_parked(Arena arena, std::int32_t pid, MoveJob* job, unsigned lane, unsigned parked,
+                             std::uint32_t warp, std::uint32_t round0, std::uint32_t warps) {
+  if (lane == 0) {
+    GpuEnv env(arena, pid, job);
+    for (; parked != 0; parked &= parked - 1)
+      soft::Hca<GpuEnv>::step_slot(env, arena.qps()[soft::engine_slot(warp, round0 + __ffs(parked) - 1, warps)]);
+    job->stop = 1;
+    __syncwarp();  // the helpers leave
+  } else {
+    help_moves(job, lane);
+  }
+  __syncwarp();  // every helper has read stop: lane 0 may clear it for the next parked round, whose
+                 // helpers read it only after lane 0's first __syncwarp there
+  if (lane == 0) job->stop = 0;
+}
+
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
     engine_kernel(Arena arena, std::int32_t pid, std::uint32_t warps, EngineBeacon* beacon) {
-  __shared__ MoveBoard boards[kWarpsPerBlock];
+  __shared__ MoveJob jobs[kWarpsPerBlock];
   const unsigned warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp >= warps) return;  // the last block's spare warps (whole warps: blocks are warps wide)
-  MoveBoard* board = &boards[threadIdx.x / 32];
-  board->take[lane] = 0;
-  board->done[lane] = 0;
-  if (lane == 0) board->pending = 0;
+  MoveJob* job = &jobs[threadIdx.x / 32];
+  if (lane == 0) job->stop = 0;
   __syncwarp();
-  const Movers movers(board, lane);
-  GpuEnv env(arena, pid, movers);
+  GpuEnv env(arena, pid, nullptr);  // this lane's engine: it moves alone
   ArenaHeader* h = arena.hdr();
   std::uint64_t sweeps = 0;
   if (lane == 0) {
@@ -297,20 +300,21 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
   for (;; ++sweeps) {
     // The host's flags change rarely: most sweeps cost the QPs' own loads only. The stop flag
     // lies in host memory (a PCIe round trip), the table's high mark in the arena; lane 0 reads
-    // them for the warp (every lane is here: the last round ended with a __syncwarp).
+    // them for the warp (every lane is here: the last sweep ended with a __syncwarp).
     if (sweeps % kStopSweeps == 0 &&
         __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&beacon->stop) : 0u, 0) != 0)
       break;
     if (sweeps % kFlagSweeps == 0) n = __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&h->qp_high) : 0u, 0);
-    // Lane l takes table rounds l, l + 32, ...: the warp's lanes visit up to 32 slots at once.
+    // Lane l takes table rounds l, l + 32, ...: the warp's lanes visit up to 32 slots at once
+    // (every lane takes the loop's turns together: round - lane is the same for all).
     for (std::uint32_t round = lane; (round - lane) * warps < n; round += 32) {
-      if (lane == 0) movers.start_round();
-      __syncwarp();  // every lane sees the round started before any leaves it
       const std::uint32_t slot = soft::engine_slot(warp, round, warps);
       if (slot < n) soft::Hca<GpuEnv>::step_slot(env, arena.qps()[slot]);
-      movers.finish_round();
-      __syncwarp();  // every lane's visits and moves of the round are done (and ordered before the epoch)
+      // Every lane's visit is over: the warp, converged, serves the QPs that were parked.
+      if (const unsigned parked = __ballot_sync(~0u, env.take_parked()); parked != 0)
+        serve_parked(arena, pid, job, lane, parked, warp, round - lane, warps);
     }
+    __syncwarp();  // every lane's visits of the sweep are over (and ordered before the epoch)
     if (lane == 0 && (sweeps + 1) % kEpochSweeps == 0) sync::store_release(&h->epoch[warp], sweeps + 2);
   }
 }
