@@ -24,7 +24,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$S"
 BD=${GV_BUILD_DIR:-build-dev}
-GPU_TESTS="test_gpu_ib test_gpu_engine test_gpu_engine_peers test_gpu_engine_hazards test_gpu_cpu_engine"
+GPU_TESTS="test_gpu_ib test_gpu_engine test_gpu_engine_peers test_gpu_engine_hazards test_gpu_engine_lanes test_gpu_cpu_engine"
 if [[ -z ${GV_PREBUILT:-} ]]; then
   cmake -S . -B $BD -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||
     { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }

@@ -22,7 +22,8 @@ inline constexpr std::uint32_t kAsyncEventSlots = 64;
 inline constexpr std::uint32_t kMaxEngineWarps = 32;  ///< GPU engine: warps (engine_slot() shares the slots out)
 
 /// GPU engine: the QP slot of table round `round` (slots [round * warps, (round + 1) * warps))
-/// that warp `warp` serves. Each round gives one slot to every warp, turned by one warp per
+/// that warp `warp` serves (the lane of the warp that takes round `round` visits it: lane
+/// round % 32). Each round gives one slot to every warp, turned by one warp per
 /// round, so that a pattern in slot numbers spreads over the warps: with slot % warps, the
 /// requesters of QP pairs created together (every other slot) all fell to the even warps, and
 /// a one-way stream left half of the engine idle.

@@ -21,6 +21,10 @@
 //              (IBV_ATOMIC_HCA), not necessarily with respect to other stores to the target
 //   uint8_t  env.take_fault()            0, or the syndrome of a data movement that failed
 //              since the last call (a CPU engine's CUDA copy); finish() fails the WQE with it
+//   bool     env.may_move(uint64_t n)    whether this visit executes a (well-formed) WQE whose
+//              payload is n bytes; false ends the visit before it, the WQE untouched at sq_head
+//              (the GPU engine's lanes leave large payloads to their converged warp). The engine
+//              must then visit the QP again with an Env that says true
 //   uint64_t env.now_ns()
 //   int32_t  env.self_pid()              process whose private (non-arena) memory we reach
 //   Scope    env.scope(const Arena&)     scope whose observers must see this engine's stores to
@@ -54,7 +58,12 @@ namespace gv::soft {
 namespace m5 = gv::ib::mlx5;
 
 /// Outcome of trying to execute one WQE.
-enum class Exec : std::uint8_t { kDone, kFailed, kRnrWait };
+enum class Exec : std::uint8_t {
+  kDone,
+  kFailed,
+  kRnrWait,   ///< the responder has no receive WQE: retried after the RNR timer
+  kDeferred,  ///< not started: left to a later visit (Env::may_move)
+};
 
 /// What a requester reads of its peer's QP: the fields its owner writes before the QP
 /// connects, and its state.
@@ -153,7 +162,7 @@ class Hca {
       if (v.rnr_active && env.now_ns() < v.rnr_resume_ns) break;
       ParsedWqe w;
       const Exec e = execute(env, v, w, r);
-      if (e == Exec::kRnrWait) break;
+      if (e == Exec::kRnrWait || e == Exec::kDeferred) break;
       progressed = true;
       v.rnr_active = 0;
       v.sq_head += w.nbb;
@@ -309,6 +318,8 @@ class Hca {
     const std::uint8_t bad = parse_wqe(q, sq, q.sq_head, q.sq_rung - q.sq_head, w);
     if (bad != 0) return finish(env, q, w, bad);
     if (w.opcode == m5::kOpNop) return finish(env, q, w, 0);
+    // Every move of the WQE is at most its length (an SGE's, a receive SGE's, a part of the ring).
+    if (!env.may_move(w.length)) return Exec::kDeferred;
     const bool atomic = w.opcode == m5::kOpAtomicCs || w.opcode == m5::kOpAtomicFa;
 
     // Local checks first: a bad lkey fails before anything reaches the wire.

@@ -126,8 +126,9 @@ TEST_F(GpuEngine, HandlesNameTheGpuEngineAsExecutor) {
 }
 
 TEST_F(GpuEngine, WriteReadAtomicsOfEverySizeAndAlignment) {
-  // Sizes straddle the engine's solo/warp threshold and every word width the mover uses.
-  const std::uint32_t sizes[] = {1, 7, 8, 127, 128, 129, 130, 4095, 5000, 65536 + 3, 1 << 20};
+  // Sizes straddle the engine's thresholds (one store; a lane alone, up to 512 bytes; the warp,
+  // 32 lanes converged, above) and every word width the movers use.
+  const std::uint32_t sizes[] = {1, 7, 8, 127, 128, 129, 130, 512, 513, 514, 1537, 4095, 5000, 65536 + 3, 1 << 20};
   std::size_t roff = 1, loff = 3;
   for (const std::uint32_t n : sizes) {
     KernelResult r = run(write_to(reinterpret_cast<std::uint64_t>(buf[1] + roff), mr[1]->rkey()), sge(0, loff, n));

@@ -99,6 +99,9 @@ class CpuEnv {
 
   std::uint8_t take_fault() { return gpu_ ? gpu_->take_fault() : 0; }
 
+  /// A host thread moves any payload within its visit.
+  bool may_move(std::uint64_t) const { return true; }
+
  private:
   Arena own_;
   std::string path_;

@@ -1,10 +1,18 @@
 // The software HCA's GPU engine: soft::Hca<GpuEnv> run by a persistent kernel.
 //
-// `warps` warps in blocks of up to eight. In each warp, lane 0 walks its share of the QP table and runs
-// the WQE semantics (parsing, checks, atomics, CQEs); lanes 1..31 wait in a helper loop and
-// join lane 0 for every data movement, so payloads move 32 lanes wide. Lane 0 hands a move to
-// its helpers through a job in shared memory and two __syncwarp()s, which Volta and later
-// allow at different program points.
+// `warps` warps in blocks of up to eight. Every lane is an engine: lane l of warp w serves the
+// QP slots of table rounds l, l + 32, ... (soft::engine_slot), so up to 32 QPs of a warp
+// execute their WQEs side by side, one lane each, on diverged paths. A lane moves up to
+// kSoloBytes alone and starts no WQE whose payload is larger (GpuEnv::may_move): it ends its
+// visit before that WQE, which stays untouched at the QP's sq_head, and parks the QP. Once
+// every lane's visit of the round is over, the warp serves the parked QPs one after another,
+// converged: lane 0 runs the semantics, lanes 1..31 wait in a helper loop and join lane 0 for
+// every data movement (a job in shared memory and two __syncwarp()s, which Volta and later
+// allow at different program points), so a large payload moves 32 lanes wide. A move shared by
+// lanes on diverged paths runs at one lane's speed (a warp executes diverged paths one after
+// another; notes/verbs-gpu.md, sixth session), so large moves are never made inside a lane's
+// visit. RC order per QP and CQE order are those of one engine: a QP is visited by its lane
+// or, parked, by its warp, one visit at a time, each executing from sq_head in order.
 #include "gpu_engine_kernel.hpp"
 
 namespace gv::detail {
@@ -13,12 +21,50 @@ namespace {
 using soft::Arena;
 using soft::ArenaHeader;
 
-/// One warp's data-mover job: written by lane 0, executed by all 32 lanes.
+/// A lane alone moves up to this many bytes (four rounds of eight 16-byte loads); a WQE with a
+/// larger payload waits for its converged warp.
+constexpr std::uint64_t kSoloBytes = 512;
+
+/// Move `words` words of type V from src to dst, eight loads in flight before their stores.
+template <class V>
+__device__ void move_run(std::byte* dst, const std::byte* src, std::uint64_t words) {
+  auto* d = reinterpret_cast<V*>(dst);
+  const auto* s = reinterpret_cast<const V*>(src);
+  std::uint64_t i = 0;
+  for (; i + 8 <= words; i += 8) {
+    V v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = s[i + k];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) d[i + k] = v[k];
+  }
+  for (; i < words; ++i) d[i] = s[i];
+}
+
+/// One lane moves n bytes, in the widest words both pointers allow.
+__device__ __noinline__ void move_solo(std::byte* dst, const std::byte* src, std::uint64_t n) {
+  const auto align = reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src);
+  std::uint64_t done = 0;
+  if ((align & 15) == 0) {
+    done = n & ~std::uint64_t{15};
+    move_run<uint4>(dst, src, done / 16);
+  } else if ((align & 7) == 0) {
+    done = n & ~std::uint64_t{7};
+    move_run<std::uint64_t>(dst, src, done / 8);
+  } else if ((align & 3) == 0) {
+    done = n & ~std::uint64_t{3};
+    move_run<std::uint32_t>(dst, src, done / 4);
+  }
+  move_run<std::uint8_t>(dst + done, src + done, n - done);
+}
+
+/// One warp's data-mover job while it serves parked QPs: written by lane 0, executed by all 32
+/// lanes.
 struct MoveJob {
   std::byte* dst;
   const std::byte* src;
   std::uint64_t n;
-  std::uint32_t stop;
+  std::uint32_t stop;  ///< lane 0 has served the round's parked QPs: the helpers leave
 };
 
 /// Lane `lane`'s share of a move in words of type V (n a multiple of sizeof(V), both pointers
@@ -59,6 +105,8 @@ __device__ __noinline__ void move_part(const MoveJob& j, unsigned lane) {
 /// The GPU engine's environment for soft::Hca (see the Env contract in soft/hca.hpp).
 class GpuEnv {
  public:
+  /// A lane's engine (`job` null: it moves alone, and parks the QP of a WQE it may not move),
+  /// or lane 0 serving a parked QP for its warp (`job`: the warp's, its helpers waiting on it).
   __device__ GpuEnv(Arena own, std::int32_t pid, MoveJob* job)
       : own_(own), own_end_(own.base + own.hdr()->size), pid_(pid), job_(job) {}
 
@@ -79,9 +127,24 @@ class GpuEnv {
   /// Loads and stores cannot fail softly: a bad address traps the engine (the watchdog says so).
   __device__ std::uint8_t take_fault() { return 0; }
 
-  /// Move n bytes, 32 lanes wide beyond 8. With `publish`, the last byte is stored
-  /// last with release at the widest scope of the message's destinations (see put() for
-  /// messages of up to 8 bytes).
+  /// A lane alone moves a WQE's payload of up to kSoloBytes; a larger one parks the QP for the
+  /// warp (take_parked()), which moves any.
+  __device__ bool may_move(std::uint64_t n) {
+    if (job_ != nullptr || n <= kSoloBytes) return true;
+    parked_ = true;
+    return false;
+  }
+
+  /// Whether a visit since the last call ended before a WQE it may not move.
+  __device__ bool take_parked() {
+    const bool p = parked_;
+    parked_ = false;
+    return p;
+  }
+
+  /// Move n bytes: a lane alone, or (serving a parked QP) the warp beyond 8 bytes. With
+  /// `publish`, the last byte is stored last with release at the widest scope of the message's
+  /// destinations (see put() for messages of up to 8 bytes).
   __device__ void copy(void* d, const void* s, std::uint64_t n, bool publish) {
     auto* dst = static_cast<std::byte*>(d);
     unsettled_ = copy_out(dst, static_cast<const std::byte*>(s), n, publish, scope_of(dst), unsettled_, job_);
@@ -121,14 +184,19 @@ class GpuEnv {
       for (std::uint64_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(src[i])} << (8 * i);
       return put_out(dst, v, static_cast<std::uint32_t>(n), publish, scope, u);
     }
-    // Every move of more than 8 bytes is the warp's: a lane's share of up to 128 bytes (16-byte
-    // words) is one round of loads, where lane 0 alone waited for a round per 4 words.
-    job->dst = dst;
-    job->src = src;
-    job->n = publish ? n - 1 : n;
-    __syncwarp();  // the helpers take the job
-    move_part(*job, 0);
-    __syncwarp();  // every lane's share is stored (and ordered before what follows)
+    const std::uint64_t body = publish ? n - 1 : n;
+    if (job == nullptr) {
+      move_solo(dst, src, body);  // a lane's visit: up to kSoloBytes (may_move())
+    } else {
+      // The warp's move: a lane's share of up to 128 bytes (16-byte words) is one round of
+      // loads, where lane 0 alone waited for a round per 4 words.
+      job->dst = dst;
+      job->src = src;
+      job->n = body;
+      __syncwarp();  // the helpers take the job
+      move_part(*job, 0);
+      __syncwarp();  // every lane's share is stored (and ordered before what follows)
+    }
     u = wider(u, scope);
     return publish ? release_last(dst + n - 1, static_cast<std::uint8_t>(src[n - 1]), scope, u) : u;
   }
@@ -170,6 +238,7 @@ class GpuEnv {
   std::int32_t pid_;
   MoveJob* job_;
   Unsettled unsettled_ = kNone;
+  bool parked_ = false;
 };
 
 /// Epochs are published every kEpochSweeps sweeps (and once at start); the table's high mark
@@ -182,41 +251,72 @@ constexpr std::uint64_t kStopSweeps = 64;
 /// register budget of a warp stays that of a small block.
 constexpr std::uint32_t kWarpsPerBlock = 8;
 
+/// Lanes 1..31 while lane 0 serves parked QPs: their share of every move, until lane 0 stops.
+__device__ void help_moves(const MoveJob* job, unsigned lane) {
+  for (;;) {
+    __syncwarp();  // a job (or stop) from lane 0
+    if (job->stop) return;
+    move_part(*job, lane);
+    __syncwarp();
+  }
+}
+
+/// The round's parked QPs (`parked`: the lanes that parked one; lane p visited table round
+/// `round0 + p`), served one after another by the converged warp, in lane order: lane 0 visits
+/// each with the warp's moves, lanes 1..31 help. (Inlined: out of line, the second copy of the
+/// semantics doubled the kernel's stack frame to 1920 bytes, past the default stack limit of 1024.)
+__device__ __forceinline__ void serve_parked(Arena arena, std::int32_t pid, MoveJob* job, unsigned lane, unsigned parked,
+                             std::uint32_t warp, std::uint32_t round0, std::uint32_t warps) {
+  if (lane == 0) {
+    GpuEnv env(arena, pid, job);
+    for (; parked != 0; parked &= parked - 1)
+      soft::Hca<GpuEnv>::step_slot(env, arena.qps()[soft::engine_slot(warp, round0 + __ffs(parked) - 1, warps)]);
+    job->stop = 1;
+    __syncwarp();  // the helpers leave
+  } else {
+    help_moves(job, lane);
+  }
+  __syncwarp();  // every helper has read stop: lane 0 may clear it for the next parked round, whose
+                 // helpers read it only after lane 0's first __syncwarp there
+  if (lane == 0) job->stop = 0;
+}
+
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
     engine_kernel(Arena arena, std::int32_t pid, std::uint32_t warps, EngineBeacon* beacon) {
   __shared__ MoveJob jobs[kWarpsPerBlock];
   const unsigned warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (warp >= warps) return;  // the last block's spare warps
+  if (warp >= warps) return;  // the last block's spare warps (whole warps: blocks are warps wide)
   MoveJob* job = &jobs[threadIdx.x / 32];
   if (lane == 0) job->stop = 0;
   __syncwarp();
-  if (lane != 0) {
-    for (;;) {
-      __syncwarp();  // a job (or stop) from lane 0
-      if (job->stop) return;
-      move_part(*job, lane);
-      __syncwarp();
-    }
-  }
-  GpuEnv env(arena, pid, job);
+  GpuEnv env(arena, pid, nullptr);  // this lane's engine: it moves alone
   ArenaHeader* h = arena.hdr();
   std::uint64_t sweeps = 0;
-  sync::store_release(&h->epoch[warp], std::uint64_t{1});  // the first heartbeat
-  if (warp == 0) sync::store_release(&beacon->started, 1u, sync::Scope::kSystem);
+  if (lane == 0) {
+    sync::store_release(&h->epoch[warp], std::uint64_t{1});  // the first heartbeat
+    if (warp == 0) sync::store_release(&beacon->started, 1u, sync::Scope::kSystem);
+  }
   std::uint32_t n = 0;
   for (;; ++sweeps) {
     // The host's flags change rarely: most sweeps cost the QPs' own loads only. The stop flag
-    // lies in host memory (a PCIe round trip), the table's high mark in the arena.
-    if (sweeps % kStopSweeps == 0 && sync::load_host_flag(&beacon->stop) != 0) break;
-    if (sweeps % kFlagSweeps == 0) n = sync::load_host_flag(&h->qp_high);
-    for (std::uint32_t round = 0; round * warps < n; ++round) {
+    // lies in host memory (a PCIe round trip), the table's high mark in the arena; lane 0 reads
+    // them for the warp (every lane is here: the last sweep ended with a __syncwarp).
+    if (sweeps % kStopSweeps == 0 &&
+        __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&beacon->stop) : 0u, 0) != 0)
+      break;
+    if (sweeps % kFlagSweeps == 0) n = __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&h->qp_high) : 0u, 0);
+    // Lane l takes table rounds l, l + 32, ...: the warp's lanes visit up to 32 slots at once
+    // (every lane takes the loop's turns together: round - lane is the same for all).
+    for (std::uint32_t round = lane; (round - lane) * warps < n; round += 32) {
       const std::uint32_t slot = soft::engine_slot(warp, round, warps);
       if (slot < n) soft::Hca<GpuEnv>::step_slot(env, arena.qps()[slot]);
+      // Every lane's visit is over: the warp, converged, serves the QPs that were parked.
+      if (const unsigned parked = __ballot_sync(~0u, env.take_parked()); parked != 0)
+        serve_parked(arena, pid, job, lane, parked, warp, round - lane, warps);
     }
-    if ((sweeps + 1) % kEpochSweeps == 0) sync::store_release(&h->epoch[warp], sweeps + 2);
+    __syncwarp();  // every lane's visits of the sweep are over (and ordered before the epoch)
+    if (lane == 0 && (sweeps + 1) % kEpochSweeps == 0) sync::store_release(&h->epoch[warp], sweeps + 2);
   }
-  job->stop = 1;
-  __syncwarp();  // release the helpers
 }
 
 }  // namespace

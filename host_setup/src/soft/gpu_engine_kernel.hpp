@@ -18,8 +18,10 @@ struct EngineBeacon {
 };
 
 /// Launch the engine kernel for `arena` (in memory of the current GPU) on `stream`: `warps`
-/// warps (1..kMaxEngineWarps) in blocks of up to 8; warp w serves one QP slot of every round of
-/// `warps` slots (soft::engine_slot).
+/// warps (1..kMaxEngineWarps) in blocks of up to 8. Every lane is an engine: lane l of warp w
+/// serves warp w's slot (soft::engine_slot) of table rounds l, l + 32, ...; a WQE whose
+/// payload one lane does not move alone waits for the round's end, where the whole warp
+/// executes it.
 cudaError_t launch_gpu_engine(cudaStream_t stream, soft::Arena arena, std::int32_t pid,
                               std::uint32_t warps, EngineBeacon* beacon);
 

@@ -68,13 +68,14 @@ struct DeviceOptions {
   ///   that waits for a completion on any stream cannot block it. Other processes' private
   ///   memory stays unreachable (only Device::alloc memory is shared).
   /// - kGpu: a persistent kernel on GPU `gpu` (`engine_warps` warps, in blocks of up to 8, on
-  ///   its own non-blocking stream, for the device's lifetime; each warp serves every
-  ///   engine_warps-th QP of the table, the QPs created one after the other going to different
-  ///   warps); queues, tables and Device::alloc
-  ///   memory in that GPU's memory, shareable with other processes through CUDA IPC. Kernels
-  ///   post and poll; host threads cannot use the handles. While it runs, a device-wide
-  ///   synchronisation (cudaDeviceSynchronize, cudaFree of device memory) would wait for it
-  ///   forever: call Device::quiesce() first and Device::resume() after.
+  ///   its own non-blocking stream, for the device's lifetime; every lane of a warp serves
+  ///   its own QPs, up to 32 at once per warp, the QPs created one after the other going to
+  ///   different warps, and a work request that moves over 512 bytes is executed by its
+  ///   whole warp); queues, tables and Device::alloc memory in that GPU's memory, shareable
+  ///   with other processes through CUDA IPC. Kernels post and poll; host threads cannot use
+  ///   the handles. While it runs, a device-wide synchronisation (cudaDeviceSynchronize,
+  ///   cudaFree of device memory) would wait for it forever: call Device::quiesce() first and
+  ///   Device::resume() after.
   enum class Engine : std::uint8_t { kCpu, kGpu } engine = Engine::kCpu;
   int gpu = 0;                       ///< kGpu: the CUDA device that holds and runs it
   std::uint32_t engine_warps = 4;    ///< kGpu: 1..32
