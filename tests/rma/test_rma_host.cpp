@@ -490,7 +490,8 @@ TEST(RmaHostFailures, HcaAsyncErrorBecomesTheWorldsFailure) {
   const Endpoint& e = w[0]->endpoint();
   const gv::ib::QpHandle& qp = e.peers[1].ib[0].qp;
   const std::uint32_t other_qpn = qp.qpn + 1;
-  *qp.doorbell = std::uint64_t{gv::byteswap(static_cast<std::uint32_t>(other_qpn << 8))} << 32;
+  // An atomic store, as a poster's doorbell is (the engine polls it from its own thread).
+  gv::sync::store_release(qp.doorbell, std::uint64_t{gv::byteswap(static_cast<std::uint32_t>(other_qpn << 8))} << 32);
   std::string why;
   const auto t0 = std::chrono::steady_clock::now();
   while (why.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
