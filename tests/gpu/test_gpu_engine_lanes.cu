@@ -285,6 +285,20 @@ class GpuEngineLanes : public ::testing::Test {
   /// Every QP's work requests (`ops`, kOps a QP), posted back to back by one thread a QP, its
   /// completions polled, and the receive completions its WRITE_WITH_IMMs give; the completions
   /// and both sides' bytes compared with the reference (`expect`, `want`).
+  /// Every QP's work from `make` (seeded), run in one warp and checked against the reference.
+  template <class Make>
+  void run_every_qp(std::uint64_t seed, Make make) {
+    std::vector<std::uint8_t> want[2] = {host[0], host[1]};
+    std::vector<Expect> expect(kQps);
+    std::vector<Op> ops;
+    std::mt19937_64 rng(seed);
+    for (int i = 0; i < kQps; ++i) {
+      const auto q = make(i, rng, want, expect[i]);
+      ops.insert(ops.end(), q.begin(), q.end());
+    }
+    run_and_check(ops, expect, want);
+  }
+
   void run_and_check(const std::vector<Op>& ops, const std::vector<Expect>& expect,
                      const std::vector<std::uint8_t> (&want)[2]) {
     std::vector<gv::ib::QpHandle> qh(2 * kQps);
@@ -366,27 +380,11 @@ class GpuEngineLanes : public ::testing::Test {
 };
 
 TEST_F(GpuEngineLanes, ThirtyTwoQpsOfMixedWorkInOneWarpMatchTheReference) {
-  std::vector<std::uint8_t> want[2] = {host[0], host[1]};
-  std::vector<Expect> expect(kQps);
-  std::vector<Op> ops;
-  std::mt19937_64 rng(2026);
-  for (int i = 0; i < kQps; ++i) {
-    const auto q = make_mixed_ops(i, rng, want, expect[i]);
-    ops.insert(ops.end(), q.begin(), q.end());
-  }
-  run_and_check(ops, expect, want);
+  run_every_qp(2026, [this](auto&&... a) { return make_mixed_ops(a...); });
 }
 
 TEST_F(GpuEngineLanes, LargeAndSmallPayloadsOnEveryLaneKeepRcOrder) {
-  std::vector<std::uint8_t> want[2] = {host[0], host[1]};
-  std::vector<Expect> expect(kQps);
-  std::vector<Op> ops;
-  std::mt19937_64 rng(2027);
-  for (int i = 0; i < kQps; ++i) {
-    const auto q = make_overlapping_ops(i, rng, want, expect[i]);
-    ops.insert(ops.end(), q.begin(), q.end());
-  }
-  run_and_check(ops, expect, want);
+  run_every_qp(2027, [this](auto&&... a) { return make_overlapping_ops(a...); });
 }
 
 }  // namespace
