@@ -66,6 +66,16 @@ inline std::string latency_json(const std::string& bench, const std::string& ext
   return "{\"bench\":\"" + bench + "\"," + extra + b;
 }
 
+/// A bandwidth / message-rate row of the rma benchmarks (gv_rma, shmem_perf): GB/s (10^9 B/s)
+/// and millions of messages per second; `extra` as for latency_json.
+inline std::string rate_json(const std::string& bench, const std::string& extra, std::uint64_t bytes,
+                             std::uint64_t iters, double gbs, double mmsgs) {
+  char b[160];
+  std::snprintf(b, sizeof(b), "\"bytes\":%llu,\"iters\":%llu,\"bw_gbs\":%.3f,\"mmsgs\":%.3f}",
+                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(iters), gbs, mmsgs);
+  return "{\"bench\":\"" + bench + "\"," + extra + b;
+}
+
 /// perftest's bandwidth columns; GB/s are 10^9 bytes per second.
 struct BwStats {
   double peak = 0, avg = 0, mpps = 0;

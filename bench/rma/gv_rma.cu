@@ -346,12 +346,9 @@ void emit_latency(const std::string& test, const char* scope, const char* transp
 
 void emit_rate(const std::string& test, const std::string& variant, const char* transport,
                std::size_t bytes, std::uint64_t iters, double gbs, double mmsgs) {
-  char row[320];
-  std::snprintf(row, sizeof(row),
-                "{\"bench\":\"gv_rma\",\"test\":\"%s\",\"variant\":\"%s\",\"transport\":\"%s\",\"bytes\":%zu,\"iters\":%llu,"
-                "\"bw_gbs\":%.3f,\"mmsgs\":%.3f}",
-                test.c_str(), variant.c_str(), transport, bytes, static_cast<unsigned long long>(iters), gbs, mmsgs);
-  g_log.row(row);
+  g_log.row(gv::bench::rate_json("gv_rma", "\"test\":\"" + test + "\",\"variant\":\"" + variant + "\",\"transport\":\"" +
+                                               transport + "\",",
+                                  bytes, iters, gbs, mmsgs));
   std::printf("%-12s %-10s %-4s %-10zu %-12llu %-16.2f %.3f\n", test.c_str(), variant.c_str(), transport, bytes,
               static_cast<unsigned long long>(iters), gbs, mmsgs);
   std::fflush(stdout);

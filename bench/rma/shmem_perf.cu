@@ -130,12 +130,10 @@ void emit_latency(const std::string& test, const char* scope, std::size_t bytes,
 }
 
 void emit_rate(const std::string& test, const std::string& variant, std::size_t bytes, int iters, double gbs, double mmsgs) {
-  char row[512];
-  std::snprintf(row, sizeof(row),
-                "{\"bench\":\"shmem_perf\",\"impl\":\"%s\",\"test\":\"%s\",\"variant\":\"%s\",\"bytes\":%zu,\"iters\":%d,"
-                "\"bw_gbs\":%.3f,\"mmsgs\":%.3f}",
-                SHMEM_PERF_IMPL, test.c_str(), variant.c_str(), bytes, iters, gbs, mmsgs);
-  g_json.row(row);
+  g_json.row(gv::bench::rate_json("shmem_perf",
+                                  std::string("\"impl\":\"") + SHMEM_PERF_IMPL + "\",\"test\":\"" + test +
+                                      "\",\"variant\":\"" + variant + "\",",
+                                  bytes, static_cast<std::uint64_t>(iters), gbs, mmsgs));
   std::printf("%-14s %-10s %-10zu %-10d %-16.2f %.3f\n", test.c_str(), variant.c_str(), bytes, iters, gbs, mmsgs);
   std::fflush(stdout);
 }
