@@ -1,7 +1,11 @@
 # Shared by the device-machine scripts (sourced, not run): every step under a time limit cut to
 # what is left before DEADLINE seconds into the script, so one call ends in time.
-#   S         the summary file (set before sourcing)
+#   OUT       the folder of the call's files (set before sourcing; created here)
 #   DEADLINE  seconds (set before sourcing)
+#   S         the summary file, $OUT/summary.txt (set here)
+
+mkdir -p "$OUT"
+S="$OUT/summary.txt"
 
 log() { echo "== [$SECONDS s] $*" | tee -a "$S"; }
 

@@ -14,8 +14,6 @@
 # bench/carry_build.sh).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
-mkdir -p "$OUT"
-S="$OUT/summary.txt"
 DEADLINE=${GV_DEADLINE:-450}
 source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 STEPS=${GV_STEPS:-build ctest himeno rma verbs}

@@ -17,8 +17,6 @@
 # build-dev) is the build tree; GV_PREBUILT=1 when it came built (bench/carry_build.sh).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
-mkdir -p "$OUT"
-S="$OUT/summary.txt"
 DEADLINE=${GV_DEADLINE:-470}
 source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
 

@@ -18,8 +18,6 @@
 # (bench/carry_build.sh).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-himeno-multi}
-mkdir -p "$OUT"
-S="$OUT/summary.txt"
 DEADLINE=${GV_DEADLINE:-470}
 source "$(dirname "${BASH_SOURCE[0]}")/../device_lib.sh"
 

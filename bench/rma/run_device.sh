@@ -12,8 +12,6 @@
 # in build-nvshmem, and both programs run with two PEs.
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
-mkdir -p "$OUT"
-S="$OUT/summary.txt"
 DEADLINE=${GV_DEADLINE:-540}
 source "$(dirname "${BASH_SOURCE[0]}")/../device_lib.sh"
 
