@@ -238,8 +238,10 @@ int main(int argc, char** argv) {
         CUDA_OK(cudaEventCreate(&a));
         CUDA_OK(cudaEventCreate(&b));
         put_bw<<<ctas, 512>>>(buf, src, bytes, 1);
+        CUDA_OK(cudaGetLastError());
         CUDA_OK(cudaEventRecord(a));
         put_bw<<<ctas, 512>>>(buf, src, bytes, reps);
+        CUDA_OK(cudaGetLastError());
         CUDA_OK(cudaEventRecord(b));
         CUDA_OK(cudaEventSynchronize(b));
         float ms = 0;
@@ -258,8 +260,10 @@ int main(int argc, char** argv) {
     CUDA_OK(cudaEventCreate(&a));
     CUDA_OK(cudaEventCreate(&b));
     put_rate<<<ctas, threads>>>(buf, src, 64, slots, 1);  // warm-up, as for bw: first touches untimed
+    CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaEventRecord(a));
     put_rate<<<ctas, threads>>>(buf, src, 64, slots, reps);
+    CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaEventRecord(b));
     CUDA_OK(cudaEventSynchronize(b));
     float ms = 0;
