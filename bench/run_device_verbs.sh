@@ -5,8 +5,9 @@
 # and ncu.txt when GV_NCU is set.
 #
 # GV_BENCH names the benchmarks (default: postpoll anchors pingpong host-pingpong), from
-#   postpoll anchors pingpong bw msgrate atomics host-pingpong engine1 (the gpu-qgpu rows
-#   with both sides on GPU 0) msgrate-warps (gpu-qgpu msgrate with 16 engine warps) drain
+#   postpoll anchors pingpong pingpong8 (every mode at 8 B only) bw msgrate msgrate-qgpu (its
+#   gpu-qgpu rows only) atomics host-pingpong engine1 (the gpu-qgpu rows with both sides on
+#   GPU 0) msgrate-warps (gpu-qgpu msgrate with 16 engine warps) drain
 #   (the GPU engine's time per WQE with pre-posted WQEs, 4 and 16 engine warps)
 # each run once, its table into bench.txt and its --json rows into bench.json. GV_SKIP_TESTS=1
 # skips the tests and sanitizers (a second call on a warm machine, for more benchmarks). Every step has its
@@ -79,8 +80,10 @@ for b in ${GV_BENCH:-postpoll anchors pingpong host-pingpong}; do
              run 30 $V atomics -n 2000 --mode gpu-qgpu --gpus 1 ;;
     anchors) run 60 $V anchors -n 20000 ;;
     pingpong) run 150 $V pingpong -a -n 1000 ;;
+    pingpong8) run 60 $V pingpong -s 8 -n 1000 ;;
     bw) run 120 $V bw -a -n 5000 ;;
     msgrate) run 120 $V msgrate -n 20000 ;;
+    msgrate-qgpu) run 60 $V msgrate -n 20000 --mode gpu-qgpu ;;
     msgrate-warps) run 60 $V msgrate -n 20000 --mode gpu-qgpu --engine-warps 16 ;;
     drain) run 60 $V drain
            run 60 $V drain --engine-warps 16 ;;

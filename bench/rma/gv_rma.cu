@@ -28,6 +28,7 @@
 #include <gpuverbs/rma.hpp>
 
 #include "args.hpp"
+#include "device_clock.cuh"
 #include "metadata.hpp"
 #include "report.hpp"
 #include "stats.hpp"
@@ -48,16 +49,9 @@ using rma::Transport;
     }                                                                                                  \
   } while (0)
 
-__device__ __forceinline__ std::uint64_t gtimer() {
-  std::uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-/// Per-iteration cycles and the loop's wall time, for calibrating cycles to ns.
-struct Timing {
-  std::uint64_t ns = 0, cycles = 0;
-};
+using gv::bench::gtimer;
+using gv::bench::settle;
+using gv::bench::Timing;
 
 /// The clock of a measured loop: iterations after `warmup` record their cycles (when `record`),
 /// and the measured span's wall time calibrates cycles to nanoseconds.
@@ -135,12 +129,14 @@ __global__ void one_sided(__grid_constant__ const Endpoint ep, int op, std::byte
         std::uint64_t old = 0;
         s = rma::fetch_add<G>(ep, word, (carry & 1) + 1, 1, old);
         carry = old;
+        settle(carry);
         break;
       }
       default: {
         std::uint64_t old = 0;
         s = rma::compare_swap<G>(ep, word, carry, carry + 1, 1, old);
         carry = old == carry ? carry + 1 : old;
+        settle(carry);
         break;
       }
     }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "device_clock.cuh"
 #include "metadata.hpp"
 #include "report.hpp"
 #include "stats.hpp"
@@ -35,15 +36,9 @@ namespace {
     }                                                                                   \
   } while (0)
 
-struct Timing {
-  unsigned long long ns, cycles;
-};
-
-__device__ __forceinline__ unsigned long long gtimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+using gv::bench::gtimer;
+using gv::bench::settle;
+using gv::bench::Timing;
 
 /// op 0: p of the round into `flag`; 1: putmem_signal (thread); 2: putmem_signal_block.
 __global__ void pingpong(int op, char* buf, const char* src, std::size_t bytes, uint64_t* flag, int warmup, int iters,
@@ -79,7 +74,7 @@ __global__ void pingpong(int op, char* buf, const char* src, std::size_t bytes, 
     }
     if (me == 0 && leader && i > warmup) cycles[i - warmup - 1] = clock64() - start;
   }
-  if (me == 0 && leader) *timing = Timing{gtimer() - t0, clock64() - c0};
+  if (me == 0 && leader) *timing = Timing{gtimer() - t0, static_cast<std::uint64_t>(clock64()) - c0};
 }
 
 __global__ void fetch_add_chain(unsigned long long* counter, int warmup, int iters, unsigned long long* cycles,
@@ -92,9 +87,10 @@ __global__ void fetch_add_chain(unsigned long long* counter, int warmup, int ite
     }
     const unsigned long long start = clock64();
     carry = nvshmem_ulonglong_atomic_fetch_add(counter, (carry & 1) + 1, 1);
+    settle(carry);
     if (i > warmup) cycles[i - warmup - 1] = clock64() - start;
   }
-  *timing = Timing{gtimer() - t0, clock64() - c0};
+  *timing = Timing{gtimer() - t0, static_cast<std::uint64_t>(clock64()) - c0};
   *sink = carry;
 }
 

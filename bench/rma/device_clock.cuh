@@ -1,0 +1,29 @@
+// Device clocks shared by gv_rma and shmem_perf (one of which builds against NVSHMEM, so this
+// header needs nothing but CUDA).
+#pragma once
+
+#include <cstdint>
+
+namespace gv::bench {
+
+/// A measured loop's wall time and cycles, for calibrating per-iteration cycles to nanoseconds.
+struct Timing {
+  std::uint64_t ns = 0, cycles = 0;
+};
+
+__device__ __forceinline__ std::uint64_t gtimer() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/// Makes the thread wait for `v` before it reads the clock that ends an iteration: a fetched
+/// value that nothing consumes until the next iteration's operand lets the end clock run ahead
+/// of the round trip, and the wait lands between iterations, outside every sample. A volatile
+/// store to shared memory must have its operand, and clock64() is not moved above it.
+__device__ __forceinline__ void settle(std::uint64_t v) {
+  __shared__ std::uint64_t slot;
+  *static_cast<volatile std::uint64_t*>(&slot) = v;
+}
+
+}  // namespace gv::bench
