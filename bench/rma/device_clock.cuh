@@ -23,7 +23,8 @@ __device__ __forceinline__ std::uint64_t gtimer() {
 /// store to shared memory must have its operand, and clock64() is not moved above it.
 __device__ __forceinline__ void settle(std::uint64_t v) {
   __shared__ std::uint64_t slot;
-  *static_cast<volatile std::uint64_t*>(&slot) = v;
+  asm volatile("st.volatile.shared.u64 [%0], %1;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(&slot))), "l"(v)
+               : "memory");
 }
 
 }  // namespace gv::bench

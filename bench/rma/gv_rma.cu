@@ -11,7 +11,8 @@
 //   fetch_add / compare_swap   round trips whose next operand depends on the fetched value
 //   bw          put_nbi<Block> from 1, 8, 32, 132 CTAs, one quiet at the end (GB/s = 1e9 B/s)
 //   rate        8/64/512-byte puts to scattered destinations (distinct cache lines), Mmsg/s
-//   anchors     raw flag-in-every-8-bytes ping-pong; cudaMemcpyPeerAsync bandwidth
+//   anchors     raw flag-in-every-8-bytes ping-pong; raw peer fetch-and-add chains at gpu and
+//               system scope; cudaMemcpyPeerAsync bandwidth
 // Latency columns are perftest's, half round trip for ping-pongs, in microseconds. Per-iteration
 // times come from clock64() calibrated against %globaltimer over the whole loop.
 #include <cuda_runtime.h>
@@ -454,6 +455,24 @@ void run_rate(Options& o, Pair& p) {
   }
 }
 
+/// Anchor: a chain of raw fetch-and-adds on a word in the peer's memory, each operand depending
+/// on the value fetched before (consumed before the clock), at gpu scope (variant 0: atomicAdd,
+/// what a one-GPU program uses) or system scope (1: atomicAdd_system, the scope rma's atomics
+/// take, since the word's other users are on another GPU).
+__global__ void raw_fetch_add_chain(int variant, unsigned long long* theirs, int warmup, int iters,
+                                    std::uint64_t* cycles, Timing* timing, std::uint64_t* sink) {
+  unsigned long long carry = 0;
+  LoopClock clock{warmup, cycles, true};
+  for (int i = 1; i <= warmup + iters; ++i) {
+    clock.begin(i);
+    carry = variant == 0 ? atomicAdd(theirs, (carry & 1) + 1) : atomicAdd_system(theirs, (carry & 1) + 1);
+    settle(carry);
+    clock.end(i);
+  }
+  clock.finish(timing);
+  *sink = carry;
+}
+
 void run_anchors(Options& o, Pair& p) {
   // Raw flag ping-pong through the peer's mapped memory.
   const int iters = o.iters, warmup = std::max(10, iters / 10);
@@ -474,6 +493,16 @@ void run_anchors(Options& o, Pair& p) {
         CUDA_OK(cudaGetLastError());
       }
       if (p.finish(names[variant])) emit_latency(names[variant], "thread", "peer", 8, iters, p.samples(iters, true));
+    }
+    // The floor of rma::fetch_add over p2p: the same chain on raw atomics at each scope.
+    static const char* fadd_names[] = {"raw_fadd_gpu", "raw_fadd_sys"};
+    for (int variant = 0; variant < 2; ++variant) {
+      p.reset();
+      p.on(0);
+      raw_fetch_add_chain<<<1, 1, 0, p.s[0]>>>(variant, reinterpret_cast<unsigned long long*>(theirs[0]), warmup, iters,
+                                               p.cycles, p.timing, p.sink);
+      CUDA_OK(cudaGetLastError());
+      if (p.finish(fadd_names[variant])) emit_latency(fadd_names[variant], "thread", "peer", 8, iters, p.samples(iters, false));
     }
   }
   // cudaMemcpyPeerAsync from rank 0's heap to rank 1's.
