@@ -169,8 +169,16 @@ GV_HD GV_INLINE void spin_pause() {
 #endif
 }
 
+/// How often a GPU wait reads the host's abort flag, once it has waited that long. The flag is
+/// in mapped host memory, so each read crosses PCIe, and many waiters reading it together queue
+/// there: the 264 blocks of a grid barrier that read it every 64 spins took 1.6 ms to notice
+/// a barrier that had completed (ncu, notes/himeno.md). A healthy wait ends before its first read.
+inline constexpr std::uint64_t kDeviceAbortPollNs = 100'000;
+
 /// Spin until pred() holds, the budget runs out, or the host raises *abort (may be null).
-/// The clock and the abort flag are read every 64 spins, so a ready predicate costs one test.
+/// The clock is read every 64 spins, so a ready predicate costs one test. The abort flag is read
+/// there too on the host, and on the GPU every kDeviceAbortPollNs once the wait has lasted that
+/// long (so a GPU wait whose budget is shorter than that ends by the budget, not the flag).
 /// On the host, a wait that has spun for a while yields the core at those points: with more
 /// spinning threads than cores (engine + pollers on a small machine) pure spinning would
 /// leave the thread that must make progress waiting for a scheduler tick.
@@ -178,11 +186,22 @@ template <class Pred>
 GV_HD GV_INLINE Status bounded_wait(Pred&& pred, Budget budget, const std::uint32_t* abort) {
   if (pred()) return Status::kOk;
   const std::uint64_t start = now_ns();
+#if GV_DEVICE_PASS
+  std::uint64_t next_abort = start + kDeviceAbortPollNs;
+#endif
   for (std::uint32_t i = 1;; ++i) {
     if (pred()) return Status::kOk;
     if ((i & 63u) == 0) {
+      const std::uint64_t now = now_ns();
+#if GV_DEVICE_PASS
+      if (abort != nullptr && now >= next_abort) {
+        if (load_host_flag(abort) != 0) return Status::kAborted;
+        next_abort = now + kDeviceAbortPollNs;
+      }
+#else
       if (abort != nullptr && load_host_flag(abort) != 0) return Status::kAborted;
-      if (now_ns() - start > budget.ns) return pred() ? Status::kOk : Status::kTimeout;
+#endif
+      if (now - start > budget.ns) return pred() ? Status::kOk : Status::kTimeout;
 #if !GV_DEVICE_PASS
       if (i > 4096) sched_yield();
 #endif
