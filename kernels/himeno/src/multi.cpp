@@ -94,8 +94,9 @@ struct MultiDomain::Rank {
     n.every_peer_p2p = every_neighbour_p2p;
     return n;
   }
+  /// One block per virtual block, plus one for the Gosa when it fits (persistent_kernel).
   int persistent_grid(bool other_processes) const {
-    return std::min(plan.vblocks, coresident_blocks_per_rank(limits, needs(Mode::kPersistent, other_processes)));
+    return std::min(plan.vblocks + 1, coresident_blocks_per_rank(limits, needs(Mode::kPersistent, other_processes)));
   }
   /// Where sweep n's boundary plane for side s goes (hybrid): the neighbour's halo, here.
   float* dest(Side s, std::uint64_t n, const HeapLayout& h) const {

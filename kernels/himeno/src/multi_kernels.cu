@@ -100,14 +100,17 @@ __device__ void publish_and_reduce(const DistArgs& a, std::uint64_t m, std::uint
 }
 
 /// The persistent kernel's barrier between sweeps: `target` arrivals since the launch. Bounded;
-/// it also ends when the rank has failed (the blocks then stop together).
+/// it also ends when the rank has failed (the blocks then stop together). It does not read the
+/// host's abort flag: the blocks it waits for wait only in bounded waits that do, and record the
+/// abort as the rank's failure, which ends this wait; and every block of the grid reading that
+/// flag (PCIe) at once delays them all (at XL, with waits over 100 us, by milliseconds).
 __device__ Status grid_barrier(const DistArgs& a, std::uint64_t target) {
   __shared__ Status st;
   __syncthreads();  // the block's sweep stores happen before thread 0's release
   if (threadIdx.x == 0) {
     sync::fetch_add(&a.control->barrier, std::uint64_t{1});  // acq_rel, device scope
     st = sync::bounded_wait(
-        [&] { return sync::load_polled(&a.control->barrier) >= target || failed(a); }, a.ep.budget, a.ep.abort);
+        [&] { return sync::load_polled(&a.control->barrier) >= target || failed(a); }, a.ep.budget, nullptr);
     sync::acquire_fence();  // the other blocks' sweeps before this block's next loads
     if (st == Status::kOk && failed(a)) st = Status::kAborted;
   }
@@ -181,7 +184,9 @@ __global__ void __launch_bounds__(kBlockThreads, 2) iteration_kernel(const __gri
 // Iterations [start, end): each block takes virtual blocks blockIdx.x, + gridDim.x, ... (the
 // boundary ones first), a grid barrier ends each sweep. p is loaded coherently: other blocks
 // wrote it in the previous iteration, peers put the halos while the kernel runs. The last block
-// publishes iteration n-1's Gosa at the start of iteration n, off the other blocks' path.
+// publishes iteration n-1's Gosa at the start of iteration n, off the other blocks' path; where
+// the grid has room for one block more than the virtual blocks, that block sweeps nothing and
+// the Gosa's puts and waits overlap the sweep.
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads, 2) persistent_kernel(const __grid_constant__ DistArgs a) {
   const std::uint64_t n0 = a.control->start, end = a.control->end;
