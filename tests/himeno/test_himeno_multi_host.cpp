@@ -194,6 +194,12 @@ TEST(HimenoModes, WhyNotNamesTheLimit) {
   crowded.engines_on_gpu = 0;
   const std::string persistent = why_not(Mode::kPersistent, d, crowded);
   EXPECT_NE(persistent.find("132 SMs shared by 200 rank(s)"), std::string::npos) << persistent;
+  crowded.ranks_on_gpu = 132;  // one co-resident block a rank: it would sweep or communicate, not both
+  EXPECT_EQ(coresident_blocks_per_rank(d, crowded), 1);
+  const std::string one_block = why_not(Mode::kPersistent, d, crowded);
+  EXPECT_NE(one_block.find("leaves 1 co-resident block(s) for a rank, and it needs 2"), std::string::npos) << one_block;
+  crowded.ranks_on_gpu = 66;
+  EXPECT_EQ(why_not(Mode::kPersistent, d, crowded), "");
 
   ModeNeeds waiting = n;
   waiting.ranks_on_gpu = 2;

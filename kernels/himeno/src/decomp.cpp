@@ -79,6 +79,7 @@ const char* to_string(Where w) {
     case Where::kGosaPublish: return "putting this rank's Gosa to the others";
     case Where::kGosaReduce: return "waiting for the other ranks' Gosa";
     case Where::kGridBarrier: return "at the grid barrier of the persistent kernel";
+    case Where::kPlaneDone: return "waiting for a boundary plane's blocks (persistent communication block)";
     case Where::kChainEnd: return "waiting for the device-launched chain to end";
     case Where::kFinishBarrier: return "at the barrier that ends a run";
     case Where::kDeviceLaunch: return "tail-launching the next iteration's graph";

@@ -80,10 +80,13 @@ std::string why_not(Mode m, const DeviceLimits& d, const ModeNeeds& n) {
     }
     case Mode::kPersistent: {
       if (!d.cooperative_launch) return "persistent needs cooperative launch, which " + dev + " does not support";
-      if (coresident_blocks_per_rank(d, n) >= 1) return {};
+      // One block sweeps at least, one communicates (persistent_kernel).
+      const int room = coresident_blocks_per_rank(d, n);
+      if (room >= 2) return {};
       return "persistent: " + dev + " keeps " + std::to_string(n.blocks_per_sm) +
-             " blocks of the persistent kernel resident per SM (" + share +
-             "), which leaves no co-resident block for a rank: use fewer ranks per GPU";
+             " blocks of the persistent kernel resident per SM (" + share + "), which leaves " +
+             std::to_string(room) + " co-resident block(s) for a rank, and it needs 2 (one sweeps, one "
+             "communicates): use fewer ranks per GPU";
     }
   }
   return "unknown mode";

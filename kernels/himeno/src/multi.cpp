@@ -94,7 +94,8 @@ struct MultiDomain::Rank {
     n.every_peer_p2p = every_neighbour_p2p;
     return n;
   }
-  /// One block per virtual block, plus one for the Gosa when it fits (persistent_kernel).
+  /// One sweeping block per virtual block and the communication block, as co-residency allows
+  /// (persistent_kernel; why_not has checked that two fit).
   int persistent_grid(bool other_processes) const {
     return std::min(plan.vblocks + 1, coresident_blocks_per_rank(limits, needs(Mode::kPersistent, other_processes)));
   }

@@ -71,10 +71,11 @@ __device__ void send_plane(const DistArgs& a, int range, std::uint64_t n) {
 }
 
 /// Virtual block vb of iteration n in a kernel that also waits and sends: a boundary block waits
-/// for its halos, sweeps with coherent loads (a peer may have put the halo while the kernel
-/// ran), and the last block of its plane puts the plane to the neighbour; an interior block
-/// only sweeps (kCoherentInterior: when p_in was written during this kernel, persistent mode).
-template <class T, bool kCoherentInterior>
+/// for its halos and sweeps with coherent loads (a peer may have put the halo while the kernel
+/// ran); then, kSendHere, the last block of its plane puts the plane to the neighbour, or else
+/// it only counts itself done and the persistent kernel's communication block sends. An interior
+/// block only sweeps (kCoherentInterior: when p_in was written during this kernel, persistent).
+template <class T, bool kSendHere, bool kCoherentInterior>
 __device__ void boundary_or_interior(const DistArgs& a, const SweepArgs& s, std::uint64_t n, int vb) {
   const RankPlan& p = a.plan;
   if (vb >= p.boundary_vblocks) {
@@ -84,8 +85,13 @@ __device__ void boundary_or_interior(const DistArgs& a, const SweepArgs& s, std:
   const int range = p.vblock(vb).range;
   wait_range(a, p.range[range], n);
   sweep_vblock<T, true>(a, s, n, vb);
-  if (last_to_arrive(&a.control->plane_done[range], std::uint32_t(p.range[range].plan.blocks())))
-    send_plane(a, range, n);
+  if constexpr (kSendHere) {
+    if (last_to_arrive(&a.control->plane_done[range], std::uint32_t(p.range[range].plan.blocks())))
+      send_plane(a, range, n);
+  } else {
+    __syncthreads();  // the block's stores happen before thread 0's release
+    if (threadIdx.x == 0) sync::fetch_add(&a.control->plane_done[range], 1u);  // acq_rel, device scope
+  }
 }
 
 /// The rank's Gosa of iteration m (from its partials) to every rank, then the reduction of
@@ -97,6 +103,29 @@ __device__ void publish_and_reduce(const DistArgs& a, std::uint64_t m, std::uint
     if (m > start && !failed(a)) record_error(a, reduce_gosa(a, m - 1), Where::kGosaReduce, m - 1);
   }
   __syncthreads();
+}
+
+/// The persistent kernel's communication block in iteration n: the Gosa of iteration n-1 (its
+/// puts and the wait for the other ranks' parts), then each boundary plane, once every block of
+/// its range has counted itself done, to its neighbour. It sweeps nothing, so neither the puts
+/// nor their fences hold up a sweeping block (one block moves a plane at ~45 GB/s: 2.9 us at M).
+__device__ void comm_iteration(const DistArgs& a, std::uint64_t n, std::uint64_t n0) {
+  const RankPlan& p = a.plan;
+  if (n > n0) publish_and_reduce(a, n - 1, n0);
+  for (int range = 0; range < p.boundary_ranges; ++range) {
+    if (p.send_range[kLower] != range && p.send_range[kUpper] != range) continue;
+    if (threadIdx.x == 0) {
+      const std::uint32_t blocks = std::uint32_t(p.range[range].plan.blocks());
+      std::uint32_t* done = &a.control->plane_done[range];
+      const Status st = sync::bounded_wait([&] { return sync::load_polled(done) >= blocks || failed(a); },
+                                           a.ep.budget, a.ep.abort);
+      sync::acquire_fence();  // the range's sweep stores before this block's loads of the plane
+      sync::store_relaxed(done, 0u);  // every block of the range has arrived this iteration
+      record_error(a, st, Where::kPlaneDone, n);
+    }
+    if (block_failed(a)) return;
+    send_plane(a, range, n);
+  }
 }
 
 /// The persistent kernel's barrier between sweeps: `target` arrivals since the launch. Bounded;
@@ -175,29 +204,31 @@ __global__ void __launch_bounds__(kBlockThreads, 2) iteration_kernel(const __gri
   if (threadIdx.x == 0) n_shared = a.control->iter;
   if (block_failed(a)) return;  // (its barriers also publish n_shared)
   const std::uint64_t n = n_shared;
-  boundary_or_interior<T, false>(a, sweep_args(a, n), n, int(blockIdx.x));
+  boundary_or_interior<T, true, false>(a, sweep_args(a, n), n, int(blockIdx.x));
   if (!last_to_arrive(&a.control->all_done, std::uint32_t(a.plan.vblocks))) return;
   publish_and_reduce(a, n, a.control->start);
   if (threadIdx.x == 0) a.control->iter = n + 1;  // every block has read n; the kernel's end publishes it
 }
 
-// Iterations [start, end): each block takes virtual blocks blockIdx.x, + gridDim.x, ... (the
-// boundary ones first), a grid barrier ends each sweep. p is loaded coherently: other blocks
-// wrote it in the previous iteration, peers put the halos while the kernel runs. The last block
-// publishes iteration n-1's Gosa at the start of iteration n, off the other blocks' path; where
-// the grid has room for one block more than the virtual blocks, that block sweeps nothing and
-// the Gosa's puts and waits overlap the sweep.
+// Iterations [start, end): every block but the last takes virtual blocks blockIdx.x,
+// + (gridDim.x - 1), ... (the boundary ones first); the last block communicates
+// (comm_iteration); a grid barrier ends each sweep. p is loaded coherently: other blocks wrote
+// it in the previous iteration, peers put the halos while the kernel runs.
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads, 2) persistent_kernel(const __grid_constant__ DistArgs a) {
   const std::uint64_t n0 = a.control->start, end = a.control->end;
   const RankPlan& p = a.plan;
-  const bool gosa_block = blockIdx.x == gridDim.x - 1;
+  const int sweepers = int(gridDim.x) - 1;
+  const bool comm_block = int(blockIdx.x) == sweepers;
   std::uint64_t arrivals = 0;
   for (std::uint64_t n = n0; n < end; ++n) {
     if (block_failed(a)) return;
-    if (gosa_block && n > n0) publish_and_reduce(a, n - 1, n0);
-    const SweepArgs s = sweep_args(a, n);
-    for (int vb = int(blockIdx.x); vb < p.vblocks; vb += int(gridDim.x)) boundary_or_interior<T, true>(a, s, n, vb);
+    if (comm_block) {
+      comm_iteration(a, n, n0);
+    } else {
+      const SweepArgs s = sweep_args(a, n);
+      for (int vb = int(blockIdx.x); vb < p.vblocks; vb += sweepers) boundary_or_interior<T, false, true>(a, s, n, vb);
+    }
     arrivals += gridDim.x;
     const Status st = grid_barrier(a, arrivals);
     if (st != Status::kOk) {
@@ -205,8 +236,8 @@ __global__ void __launch_bounds__(kBlockThreads, 2) persistent_kernel(const __gr
       return;
     }
   }
-  if (gosa_block && end > n0 && !block_failed(a)) publish_and_reduce(a, end - 1, n0);
-  if (gosa_block && threadIdx.x == 0) a.control->iter = end;
+  if (comm_block && end > n0 && !block_failed(a)) publish_and_reduce(a, end - 1, n0);
+  if (comm_block && threadIdx.x == 0) a.control->iter = end;
 }
 
 __global__ void __launch_bounds__(kBlockThreads) finish_kernel(const __grid_constant__ DistArgs a, bool wait_chain) {

@@ -112,6 +112,7 @@ enum class Where : std::uint32_t {
   kGosaPublish,
   kGosaReduce,
   kGridBarrier,
+  kPlaneDone,
   kChainEnd,
   kFinishBarrier,
   kDeviceLaunch,
@@ -122,6 +123,7 @@ const char* to_string(Where w);
 /// iteration here (multi_kernels.hpp says which kernel reads and advances which word).
 struct alignas(64) Control {
   std::uint32_t plane_done[2] = {0, 0};  ///< blocks of boundary range 0 / 1 done this iteration
+                                         ///< (persistent: reset by the communication block)
   std::uint32_t all_done = 0;            ///< virtual blocks done this iteration
   std::uint32_t pad = 0;
   std::uint64_t iter = 0;       ///< the compute side's iteration: sweeps, Gosa, device chains
