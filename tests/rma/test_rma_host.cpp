@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <set>
@@ -507,5 +508,28 @@ TEST(RmaHostFailures, HcaAsyncErrorBecomesTheWorldsFailure) {
   auto* sig = static_cast<std::uint64_t*>(w[0]->alloc(8));
   EXPECT_EQ(gv::rma::wait_until(e, sig, Cmp::kEq, std::uint64_t{1}), Status::kAborted);
   EXPECT_NO_THROW(w[1]->check());  // the other rank's HCA reported nothing
+}
+
+// GV_IB_LANES sets the queue pairs per ib peer; anything but a power of two in 1..32 is refused
+// with its name and value.
+TEST(RmaHostFailures, IbLanesFromTheEnvironment) {
+  WorldOptions o;
+  o.memory = WorldOptions::Memory::kHost;
+  o.transport = Transport::kIb;
+  o.heap_bytes = 1 << 20;
+  for (const char* bad : {"3", "64", "0", "8x", "-4"}) {
+    ASSERT_EQ(setenv("GV_IB_LANES", bad, 1), 0);
+    try {
+      (void)World::create_local(2, o);
+      ADD_FAILURE() << "GV_IB_LANES=" << bad << " was taken";
+    } catch (const gv::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("GV_IB_LANES='") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+  ASSERT_EQ(setenv("GV_IB_LANES", "8", 1), 0);
+  auto w = World::create_local(2, o);
+  ASSERT_EQ(unsetenv("GV_IB_LANES"), 0);
+  EXPECT_EQ(w[0]->endpoint().peers[1].lanes, 8u);
+  EXPECT_EQ(w[1]->endpoint().peers[0].lanes, 8u);
 }
 }  // namespace gvt

@@ -46,7 +46,8 @@ struct WorldOptions {
   enum class Memory : std::uint8_t { kAuto, kGpu, kHost } memory = Memory::kAuto;
   /// kNone = choose per peer (see above); kP2p or kIb force one for every peer.
   rma::Transport transport = rma::Transport::kNone;
-  /// ib: queue pairs per peer (a power of two, 1..32) and their depth in WQEs.
+  /// ib: queue pairs per peer (a power of two, 1..32; GV_IB_LANES overrides it) and their depth
+  /// in WQEs.
   std::uint32_t ib_lanes = 4;
   std::uint32_t ib_depth = 128;
   /// ib: the software HCA engine's warps (GPU engine), see DeviceOptions::engine_warps.
