@@ -108,7 +108,8 @@ class LocalBootstrap final : public Bootstrap {
   std::string name_ = "local";
 };
 
-/// A non-negative integer variable, or -1 when unset.
+}  // namespace
+
 int env_int(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return -1;
@@ -119,8 +120,6 @@ int env_int(const char* name) {
     throw Error(std::string("World: ") + name + "='" + v + "' is not a non-negative integer");
   return static_cast<int>(x);
 }
-
-}  // namespace
 
 std::chrono::milliseconds bootstrap_timeout() {
   const char* v = std::getenv("GV_BOOTSTRAP_TIMEOUT");

@@ -42,6 +42,10 @@ class Bootstrap {
 
 using Clock = std::chrono::steady_clock;
 
+/// A non-negative integer environment variable (at most 1e6), or -1 when unset; anything else
+/// throws gv::Error naming the variable and its value.
+int env_int(const char* name);
+
 /// GV_BOOTSTRAP_TIMEOUT (seconds), default 60: the limit of each collective step.
 std::chrono::milliseconds bootstrap_timeout();
 

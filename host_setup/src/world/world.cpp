@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -79,13 +79,10 @@ WorldOptions from_env(WorldOptions o) {
     if (*end != '\0' || !(sec > 0) || sec > 1e6) throw Error(std::string("World: GV_WAIT_TIMEOUT='") + w + "' is not a number of seconds");
     o.budget = Budget{static_cast<std::uint64_t>(sec * 1e9)};
   }
-  if (const char* l = std::getenv("GV_IB_LANES"); l && *l) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long v = std::strtoul(l, &end, 10);
-    if (errno != 0 || end == l || *end != '\0' || v == 0 || v > 32 || !ib::is_pow2(static_cast<std::uint32_t>(v)))
-      throw Error(std::string("World: GV_IB_LANES='") + l + "' is not a power of two in 1..32 (queue pairs per ib peer)");
-    o.ib_lanes = static_cast<std::uint32_t>(v);
+  if (const int l = env_int("GV_IB_LANES"); l >= 0) {
+    if (l == 0 || l > 32 || !ib::is_pow2(static_cast<std::uint32_t>(l)))
+      throw Error("World: GV_IB_LANES='" + std::to_string(l) + "' is not a power of two in 1..32 (queue pairs per ib peer)");
+    o.ib_lanes = static_cast<std::uint32_t>(l);
   }
   if (const char* t = std::getenv("GV_TRANSPORT"); t && *t) {
     const std::string s = t;
