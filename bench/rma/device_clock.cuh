@@ -1,4 +1,4 @@
-// Device clocks shared by gv_rma and shmem_perf (one of which builds against NVSHMEM, so this
+// Device clocks of the measured loops of gv_rma and shmem_perf (one of which builds against NVSHMEM, so this
 // header needs nothing but CUDA).
 #pragma once
 
@@ -26,5 +26,27 @@ __device__ __forceinline__ void settle(std::uint64_t v) {
   asm volatile("st.volatile.shared.u64 [%0], %1;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(&slot))), "l"(v)
                : "memory");
 }
+
+/// The clock of a measured loop: iterations after `warmup` record their cycles (when `record`),
+/// and the measured span's wall time calibrates cycles to nanoseconds.
+struct LoopClock {
+  int warmup;
+  std::uint64_t* cycles;
+  bool record;
+  std::uint64_t t0 = 0, c0 = 0, lap = 0;
+  __device__ void begin(int i) {
+    if (i == warmup + 1) {
+      t0 = gtimer();
+      c0 = clock64();
+    }
+    lap = clock64();
+  }
+  __device__ void end(int i) {
+    if (record && i > warmup) cycles[i - warmup - 1] = clock64() - lap;
+  }
+  __device__ void finish(Timing* t) {
+    if (record) *t = Timing{gtimer() - t0, static_cast<std::uint64_t>(clock64()) - c0};
+  }
+};
 
 }  // namespace gv::bench

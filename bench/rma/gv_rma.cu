@@ -51,30 +51,9 @@ using rma::Transport;
   } while (0)
 
 using gv::bench::gtimer;
+using gv::bench::LoopClock;
 using gv::bench::settle;
 using gv::bench::Timing;
-
-/// The clock of a measured loop: iterations after `warmup` record their cycles (when `record`),
-/// and the measured span's wall time calibrates cycles to nanoseconds.
-struct LoopClock {
-  int warmup;
-  std::uint64_t* cycles;
-  bool record;
-  std::uint64_t t0 = 0, c0 = 0, lap = 0;
-  __device__ void begin(int i) {
-    if (i == warmup + 1) {
-      t0 = gtimer();
-      c0 = clock64();
-    }
-    lap = clock64();
-  }
-  __device__ void end(int i) {
-    if (record && i > warmup) cycles[i - warmup - 1] = clock64() - lap;
-  }
-  __device__ void finish(Timing* t) {
-    if (record) *t = Timing{gtimer() - t0, static_cast<std::uint64_t>(clock64()) - c0};
-  }
-};
 
 template <class G>
 __device__ __forceinline__ Status send(const Endpoint& ep, int op, std::byte* buf, const std::byte* src, std::size_t bytes,

@@ -36,22 +36,18 @@ namespace {
     }                                                                                   \
   } while (0)
 
-using gv::bench::gtimer;
+using gv::bench::LoopClock;
 using gv::bench::settle;
 using gv::bench::Timing;
 
 /// op 0: p of the round into `flag`; 1: putmem_signal (thread); 2: putmem_signal_block.
 __global__ void pingpong(int op, char* buf, const char* src, std::size_t bytes, uint64_t* flag, int warmup, int iters,
-                         unsigned long long* cycles, Timing* timing) {
+                         std::uint64_t* cycles, Timing* timing) {
   const int me = nvshmem_my_pe(), peer = 1 - me;
   const bool leader = threadIdx.x == 0;
-  unsigned long long t0 = 0, c0 = 0;
+  LoopClock clock{warmup, cycles, me == 0 && leader};
   for (int i = 1; i <= warmup + iters; ++i) {
-    if (i == warmup + 1) {
-      t0 = gtimer();
-      c0 = clock64();
-    }
-    const unsigned long long start = clock64();
+    clock.begin(i);
     auto send = [&] {
       if (op == 0) {
         if (leader) nvshmem_uint64_p(flag, static_cast<uint64_t>(i), peer);
@@ -72,25 +68,22 @@ __global__ void pingpong(int op, char* buf, const char* src, std::size_t bytes, 
       wait();
       send();
     }
-    if (me == 0 && leader && i > warmup) cycles[i - warmup - 1] = clock64() - start;
+    clock.end(i);
   }
-  if (me == 0 && leader) *timing = Timing{gtimer() - t0, static_cast<std::uint64_t>(clock64()) - c0};
+  clock.finish(timing);
 }
 
-__global__ void fetch_add_chain(unsigned long long* counter, int warmup, int iters, unsigned long long* cycles,
+__global__ void fetch_add_chain(unsigned long long* counter, int warmup, int iters, std::uint64_t* cycles,
                                 Timing* timing, unsigned long long* sink) {
-  unsigned long long carry = 0, t0 = 0, c0 = 0;
+  unsigned long long carry = 0;
+  LoopClock clock{warmup, cycles, true};
   for (int i = 1; i <= warmup + iters; ++i) {
-    if (i == warmup + 1) {
-      t0 = gtimer();
-      c0 = clock64();
-    }
-    const unsigned long long start = clock64();
+    clock.begin(i);
     carry = nvshmem_ulonglong_atomic_fetch_add(counter, (carry & 1) + 1, 1);
     settle(carry);
-    if (i > warmup) cycles[i - warmup - 1] = clock64() - start;
+    clock.end(i);
   }
-  *timing = Timing{gtimer() - t0, static_cast<std::uint64_t>(clock64()) - c0};
+  clock.finish(timing);
   *sink = carry;
 }
 
@@ -185,10 +178,10 @@ int main(int argc, char** argv) {
   char* src = static_cast<char*>(nvshmem_malloc(area));
   uint64_t* flag = static_cast<uint64_t*>(nvshmem_calloc(8, sizeof(uint64_t)));
   unsigned long long* counter = static_cast<unsigned long long*>(nvshmem_calloc(1, sizeof(unsigned long long)));
-  unsigned long long* cycles = nullptr;
+  std::uint64_t* cycles = nullptr;
   Timing* timing = nullptr;
   unsigned long long* sink = nullptr;
-  CUDA_OK(cudaMallocHost(&cycles, sizeof(unsigned long long) * static_cast<std::size_t>(iters)));
+  CUDA_OK(cudaMallocHost(&cycles, sizeof(std::uint64_t) * static_cast<std::size_t>(iters)));
   CUDA_OK(cudaMallocHost(&timing, sizeof(Timing)));
   CUDA_OK(cudaMallocHost(&sink, sizeof(unsigned long long)));
   CUDA_OK(cudaMemset(src, 0x5a, area));
