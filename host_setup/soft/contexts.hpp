@@ -15,7 +15,7 @@
 namespace gv::soft {
 
 inline constexpr std::uint64_t kArenaMagic = 0x6770757665726273ull;  // "gpuverbs"
-inline constexpr std::uint32_t kArenaVersion = 3;
+inline constexpr std::uint32_t kArenaVersion = 4;
 inline constexpr std::uint32_t kQpnBase = 0x40;     ///< qpn = kQpnBase + slot
 inline constexpr std::uint32_t kMaxPathLen = 64;
 inline constexpr std::uint32_t kAsyncEventSlots = 64;
@@ -90,6 +90,8 @@ struct QpCtx {
   std::uint32_t rnr_left;     ///< retries left for the WQE at sq_head (valid if rnr_active)
   std::uint32_t rnr_active;
   std::uint64_t rnr_resume_ns;
+  std::uint32_t last_rkey;    ///< remote key of the last WQE that named one (the next visit's first guess)
+  std::uint32_t pad;
   // ---- responder progress: claimed with CAS by the peer's engine (deliveries) and by
   //      this arena's engine (flushes after an error) ----
   std::uint64_t rq_head;      ///< next receive WQE to consume

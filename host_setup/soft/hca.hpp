@@ -108,16 +108,35 @@ class Hca {
 
  private:
   /// What a burst learned of the responder: its QP's connection fields and the MR of the last
-  /// remote key, loaded by the burst's first WQE that needs them and reused by the rest (a
-  /// peer GPU's tables are a round trip over NVLink away). A change on the responder side
-  /// (its QP leaving RTS, a deregistration) is seen by the next burst: within a burst the
-  /// WQEs execute as if at once, which an HCA's translation caches also allow.
+  /// remote key, loaded once a burst and reused by its WQEs (a peer GPU's tables are a round
+  /// trip over NVLink away). A change on the responder side (its QP leaving RTS, a
+  /// deregistration) is seen by the next burst: within a burst the WQEs execute as if at once,
+  /// which an HCA's translation caches also allow.
   struct Responder {
-    QpCtx* live = nullptr;    ///< the responder's QpCtx (receive counter, error state); null: not loaded
+    Arena arena;              ///< the responder's arena (base null: unreachable)
+    QpCtx* live = nullptr;    ///< the responder's QpCtx (receive counter, error state); null: unreachable
     PeerQp conn;              ///< its connection fields
     std::uint32_t mr_key = 0;  ///< key of `mr` (0: none loaded)
     MrEntry mr{};
   };
+
+  /// Start loading the responder when a visit begins, before its first WQE is parsed: the
+  /// peer QP's connection fields, and the MR of the remote key this QP named last (a stream of
+  /// WRITEs names one region). Across GPUs the round trip then runs beside the WQE's own loads
+  /// and parse instead of after them; a WQE naming another key loads its MR (execute()).
+  GV_HD GV_INLINE static Responder reach(Env& env, const QpVisit& v) {
+    Responder r;
+    r.arena = env.peer(v);
+    const std::uint32_t pslot = v.peer_qpn - kQpnBase;
+    if (r.arena.base == nullptr || v.peer_qpn < kQpnBase || pslot >= kMaxQps) return r;
+    r.live = r.arena.qps() + pslot;
+    r.conn = load_peer_qp(r.live);
+    if (v.last_rkey != 0) {
+      r.mr = load_mr(r.arena, v.last_rkey, 1);
+      r.mr_key = v.last_rkey;
+    }
+    return r;
+  }
 
   GV_HD GV_INLINE static bool serve(Env& env, QpCtx& q, bool check_qpn) {
     const Arena& a = env.own();
@@ -157,7 +176,7 @@ class Hca {
     }
     if (rec > v.sq_rung) v.sq_rung = rec;
     bool progressed = false;
-    Responder r;
+    Responder r = reach(env, v);
     for (int n = 0; n < kBurst && v.sq_head < v.sq_rung; ++n) {
       if (v.rnr_active && env.now_ns() < v.rnr_resume_ns) break;
       ParsedWqe w;
@@ -336,24 +355,18 @@ class Hca {
       }
     }
 
-    // The responder: its QP's connection fields and the MR the remote key names, in one
-    // round of loads (both tables lie at fixed offsets of its arena, which for a peer GPU is
-    // a round trip over NVLink), once a burst.
+    // The responder (reach(): its QP's fields, loaded as the visit began) and the MR the remote
+    // key names, loaded here unless the visit's guess or an earlier WQE of the burst named it
+    // (both tables lie at fixed offsets of its arena, a round trip over NVLink for a peer GPU).
     const bool remote_mem = w.opcode == m5::kOpRdmaWrite || w.opcode == m5::kOpRdmaWriteImm ||
                             w.opcode == m5::kOpRdmaRead || atomic;
     const std::uint64_t rlen = atomic ? 8 : w.length;
-    const bool want_mr = remote_mem && rlen != 0 && w.rkey != r.mr_key;
-    const Arena pa = env.peer(q);
-    const std::uint32_t pslot = q.peer_qpn - kQpnBase;
-    if (pa.base == nullptr || q.peer_qpn < kQpnBase || pslot >= kMaxQps)
-      return finish(env, q, w, m5::kSyndTransportRetryExcErr);
-    if (r.live == nullptr) {
-      r.live = pa.qps() + pslot;
-      r.conn = load_peer_qp(r.live);
-    }
-    if (want_mr) {
+    if (r.live == nullptr) return finish(env, q, w, m5::kSyndTransportRetryExcErr);
+    const Arena& pa = r.arena;
+    if (remote_mem && rlen != 0 && w.rkey != r.mr_key) {
       r.mr = load_mr(pa, w.rkey, rlen);
       r.mr_key = w.rkey;
+      q.last_rkey = w.rkey;
     }
     const PeerQp& pv = r.conn;
     QpCtx& pq = *r.live;

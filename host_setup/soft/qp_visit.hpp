@@ -17,7 +17,7 @@ struct QpVisit {
   std::int32_t peer_pid;
   std::uint64_t sq_off, dbrec_off, peer_base;
   std::uint64_t sq_head, sq_rung, last_doorbell, rnr_resume_ns;
-  std::uint32_t rnr_left, rnr_active;
+  std::uint32_t rnr_left, rnr_active, last_rkey;
 };
 
 /// Start a visit of q (after the acquire that made its fields current).
@@ -41,6 +41,7 @@ GV_HD GV_INLINE QpVisit begin_visit(QpCtx& q) {
   v.rnr_resume_ns = q.rnr_resume_ns;
   v.rnr_left = q.rnr_left;
   v.rnr_active = q.rnr_active;
+  v.last_rkey = q.last_rkey;
   return v;
 }
 
@@ -53,6 +54,7 @@ GV_HD GV_INLINE void end_visit(const QpVisit& v) {
   q.rnr_resume_ns = v.rnr_resume_ns;
   q.rnr_left = v.rnr_left;
   q.rnr_active = v.rnr_active;
+  q.last_rkey = v.last_rkey;
 }
 
 }  // namespace gv::soft

@@ -144,6 +144,32 @@ TEST_F(SoftErrors, DeregisteredMemoryFails) {
   EXPECT_NE(b_buf->mr->rkey(), rkey) << "a re-registration must not revive the old key";
 }
 
+// A visit starts loading the MR of the remote key its QP named last (Hca::reach): a guess that
+// saves a round trip, loaded afresh at every visit and replaced when a WQE names another key.
+TEST_F(SoftErrors, TheLastRemoteKeyIsLookedUpAgainAtEveryVisit) {
+  Buffer other(*dev, *b->pd, 4096, kAllAccess, 3);
+  const std::uint32_t rkey = b_buf->mr->rkey();
+  const Sge s = a_buf->sge(0, 64);
+  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), rkey));
+  Completion c = wait_cqe(*a);
+  ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
+  // Another key: the guess is wrong, and the WQE's own key is looked up.
+  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, other.addr(), other.mr->rkey()));
+  c = wait_cqe(*a);
+  ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
+  EXPECT_EQ(std::memcmp(other.p, a_buf->p, 64), 0);
+  // The first key again, deregistered since it was used: the guess must not revive it.
+  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), rkey));
+  c = wait_cqe(*a);
+  ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
+  b_buf->mr.reset();
+  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), rkey));
+  c = wait_cqe(*a);
+  EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
+  EXPECT_EQ(c.syndrome, m5::kSyndRemoteAccessErr) << gv::describe(c);
+  EXPECT_EQ(c.wqe_counter, 3);
+}
+
 TEST_F(SoftErrors, MisalignedAtomicIsRemoteInvalidRequest) {
   const Sge s = a_buf->sge(0, 8);
   SendWr wr = make_wr(WrOpcode::kAtomicFetchAdd, &s, 1, gv::ib::kWrSignaled, b_buf->addr(4), b_buf->mr->rkey());
