@@ -25,7 +25,8 @@ using soft::ArenaHeader;
 /// larger payload waits for its converged warp.
 constexpr std::uint64_t kSoloBytes = 512;
 
-/// Move `words` words of type V from src to dst, eight loads in flight before their stores.
+/// Move `words` words of type V from src to dst, up to eight loads in flight before their
+/// stores (the last group too: one load round, where a word at a time waited a round each).
 template <class V>
 __device__ void move_run(std::byte* dst, const std::byte* src, std::uint64_t words) {
   auto* d = reinterpret_cast<V*>(dst);
@@ -38,7 +39,16 @@ __device__ void move_run(std::byte* dst, const std::byte* src, std::uint64_t wor
 #pragma unroll
     for (int k = 0; k < 8; ++k) d[i + k] = v[k];
   }
-  for (; i < words; ++i) d[i] = s[i];
+  // The rest, fewer than 8, four loads in flight at a time (not one: a round each).
+  for (; i < words; i += 4) {
+    V v[4];
+#pragma unroll
+    for (std::uint64_t k = 0; k < 4; ++k)
+      if (i + k < words) v[k] = s[i + k];
+#pragma unroll
+    for (std::uint64_t k = 0; k < 4; ++k)
+      if (i + k < words) d[i + k] = v[k];
+  }
 }
 
 /// One lane moves n bytes, in the widest words both pointers allow.
@@ -185,6 +195,7 @@ class GpuEnv {
       return put_out(dst, v, static_cast<std::uint32_t>(n), publish, scope, u);
     }
     const std::uint64_t body = publish ? n - 1 : n;
+    const auto last = static_cast<std::uint8_t>(src[n - 1]);  // loaded beside the body's loads
     if (job == nullptr) {
       move_solo(dst, src, body);  // a lane's visit: up to kSoloBytes (may_move())
     } else {
@@ -198,7 +209,7 @@ class GpuEnv {
       __syncwarp();  // every lane's share is stored (and ordered before what follows)
     }
     u = wider(u, scope);
-    return publish ? release_last(dst + n - 1, static_cast<std::uint8_t>(src[n - 1]), scope, u) : u;
+    return publish ? release_last(dst + n - 1, last, scope, u) : u;
   }
 
   /// put() to dst, which `scope` observes, after stores unsettled at `u`; returns the new u.
