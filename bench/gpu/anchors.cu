@@ -65,15 +65,17 @@ __global__ void flag_pingpong_2blocks(std::uint32_t* f0, std::uint32_t* f1, int 
   }
 }
 
-/// RC order alone, the ceiling of the GPU engine's message rate across GPUs: each warp (one
-/// thread of it, as an engine lane serves a QP) stores `n` messages of `bytes` (8: one store, 64:
-/// four 16-byte stores) into the peer GPU's memory with a system-scope fence after each, the
-/// settle() the engine issues between two messages of one QP. t[2w], t[2w + 1]: warp w's start
-/// and end (%globaltimer of this GPU).
-__global__ void ordered_stores(std::byte* peer, int n, std::uint32_t bytes, std::uint64_t* t) {
+/// RC order alone, the ceiling of the GPU engine's message rate across GPUs: each QP's thread
+/// stores `n` messages of `bytes` (8: one store, 64: four 16-byte stores) into the peer GPU's
+/// memory with a system-scope fence after each, the settle() the engine issues between two
+/// messages of one QP. A QP is thread 0 of a block of its own (`qps` blocks: a warp a QP, the
+/// engine's QPs spread over warps) or lane q of one warp (`qps` lanes of block 0: an engine warp's
+/// lanes, whose fences are the warp's). t[2q], t[2q + 1]: QP q's start and end (%globaltimer).
+__global__ void ordered_stores(std::byte* peer, int n, std::uint32_t bytes, int qps, std::uint64_t* t) {
   constexpr auto kSys = gv::sync::Scope::kSystem;
-  if (threadIdx.x != 0) return;
-  auto* dst = reinterpret_cast<uint4*>(peer + std::uint64_t{blockIdx.x} * 4096);
+  const int q = gridDim.x > 1 ? static_cast<int>(blockIdx.x) : static_cast<int>(threadIdx.x);
+  if ((gridDim.x > 1 && threadIdx.x != 0) || q >= qps) return;
+  auto* dst = reinterpret_cast<uint4*>(peer + std::uint64_t(q) * 4096);
   const std::uint64_t t0 = gv::sync::now_ns();
   for (int i = 0; i < n; ++i) {
     const auto v = static_cast<std::uint32_t>(i);
@@ -84,8 +86,8 @@ __global__ void ordered_stores(std::byte* peer, int n, std::uint32_t bytes, std:
     }
     gv::sync::release_fence(kSys);
   }
-  t[2 * blockIdx.x] = t0;
-  t[2 * blockIdx.x + 1] = gv::sync::now_ns();
+  t[2 * q] = t0;
+  t[2 * q + 1] = gv::sync::now_ns();
 }
 
 void report_anchor(const char* what, std::vector<double> half_us) {
@@ -203,11 +205,11 @@ void bench_anchors(const Options& o, Harness& h) {
       }
       report_anchor("host-driven cudaMemcpyPeerAsync + sync ping-pong, 8 B", v);
 
-      // One warp a QP, each in a block of its own (spread over the SMs, as the engine's QPs are
-      // over lanes and warps at best): messages to GPU 1 in RC order.
-      std::printf("# anchors: RC order alone, GPU 0 to GPU 1: stores of a message, then a system-scope fence, "
-                  "one warp a QP (the ceiling of the GPU engine's message rate across GPUs)\n");
-      std::printf("%-24s %-6s %-8s %-12s %-16s %s\n", "anchor", "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]",
+      // Messages to GPU 1 in RC order, a QP a warp (blocks spread over the SMs) or a lane of
+      // one warp.
+      std::printf("# anchors: RC order alone, GPU 0 to GPU 1: stores of a message, then a system-scope fence "
+                  "(the ceiling of the GPU engine's message rate across GPUs)\n");
+      std::printf("%-26s %-6s %-8s %-12s %-16s %s\n", "anchor", "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]",
                   "ns/message/QP");
       std::byte* sink;
       std::uint64_t* t;
@@ -215,22 +217,25 @@ void bench_anchors(const Options& o, Harness& h) {
       CK(cudaMalloc(&sink, 32 * 4096));
       CK(cudaSetDevice(0));
       CK(cudaMallocHost(&t, 2 * 32 * sizeof(std::uint64_t)));
-      for (const std::uint32_t bytes : {8u, 64u}) {
-        for (const int qps : {1, 16, 32}) {
-          ordered_stores<<<qps, 32, 0, s0>>>(sink, iters, bytes, t);
-          CK(cudaGetLastError());
-          CK(cudaStreamSynchronize(s0));
-          std::uint64_t first = ~std::uint64_t{0}, last = 0;
-          for (int w = 0; w < qps; ++w) {
-            first = std::min(first, t[2 * w]);
-            last = std::max(last, t[2 * w + 1]);
+      for (const bool lanes : {false, true}) {
+        const char* variant = lanes ? "rc-order-floor-lanes" : "rc-order-floor-warps";
+        for (const std::uint32_t bytes : {8u, 64u}) {
+          for (const int qps : {1, 16, 32}) {
+            if (lanes) ordered_stores<<<1, 32, 0, s0>>>(sink, iters, bytes, qps, t);
+            else ordered_stores<<<qps, 32, 0, s0>>>(sink, iters, bytes, qps, t);
+            CK(cudaGetLastError());
+            CK(cudaStreamSynchronize(s0));
+            std::uint64_t first = ~std::uint64_t{0}, last = 0;
+            for (int q = 0; q < qps; ++q) {
+              first = std::min(first, t[2 * q]);
+              last = std::max(last, t[2 * q + 1]);
+            }
+            const double total = static_cast<double>(iters) * qps;
+            const double rate = total / static_cast<double>(last - first) * 1e3;
+            std::printf("%-26s %-6d %-8u %-12.0f %-16.4f %.1f\n", variant, qps, bytes, total, rate, qps * 1e3 / rate);
+            g_json.row(msgrate_json(std::string("\"mode\":\"none\",\"variant\":\"") + variant + "\",\"gpus\":2,",
+                                    bytes, static_cast<std::uint64_t>(iters), qps, total, rate));
           }
-          const double total = static_cast<double>(iters) * qps;
-          const double rate = total / static_cast<double>(last - first) * 1e3;
-          std::printf("%-24s %-6d %-8u %-12.0f %-16.4f %.1f\n", "rc-order-floor", qps, bytes, total, rate,
-                      qps * 1e3 / rate);
-          g_json.row(msgrate_json("\"mode\":\"none\",\"variant\":\"rc-order-floor\",\"gpus\":2,", bytes,
-                                  static_cast<std::uint64_t>(iters), qps, total, rate));
         }
       }
       CK(cudaFreeHost(t));
