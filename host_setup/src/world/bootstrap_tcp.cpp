@@ -11,7 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -314,9 +316,12 @@ class TcpBootstrap final : public Bootstrap {
     return "World (tcp): rank " + std::to_string(r) + (r == 0 ? " (root)" : "") +
            " died: its connection closed (the process ended or was killed)";
   }
+  /// A failure's text, which follows its header: read with a second's grace past `deadline`,
+  /// since rank 0 reports a timeout when the ranks' common deadline has just passed.
   std::string read_text(int fd, std::uint64_t len, Clock::time_point deadline) {
     std::string s(static_cast<std::size_t>(len > 4096 ? 4096 : len), '\0');
-    if (recv_all(fd, s.data(), s.size(), deadline) != Io::kOk) return "World (tcp): rank 0 reported a failure and closed";
+    const Clock::time_point until = std::max(deadline, Clock::now() + std::chrono::seconds(1));
+    if (recv_all(fd, s.data(), s.size(), until) != Io::kOk) return "World (tcp): rank 0 reported a failure and closed";
     return s;
   }
   bool failed() const { return failed_.load(std::memory_order_acquire); }
