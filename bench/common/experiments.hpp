@@ -110,15 +110,32 @@ struct PosterBytes {
 };
 
 /// Posting through the device API: WR k of the plan, exclusive ownership of the QP and CQs.
-/// Receives (for plans that take them) are kept kRecvAhead ahead, topped up in batches.
+/// Receives (for plans that take them) are kept kRecvAhead ahead, topped up in batches. With
+/// kOwner, the QP and its send CQ are held by a gv::ib::QpOwner from start() to the end of the
+/// transport's life (their positions in registers, the fast path for one thread that posts and
+/// polls); receive completions are polled on the receive CQ as without it.
+template <bool kOwner = false>
 class DirectTx : public PosterBytes {
  public:
   GV_HD DirectTx(const Endpoint& ep, const WrPlan& plan) : ep_(&ep), plan_(plan) {}
+  DirectTx(const DirectTx&) = delete;  // one owner gives the queues back once
+  DirectTx& operator=(const DirectTx&) = delete;
+  GV_HD ~DirectTx() {
+    if constexpr (kOwner)
+      if (taken_) own_.give_back();
+  }
 
-  GV_HD Status start() { return plan_.receives ? top_up_receives() : Status::kOk; }
+  GV_HD Status start() {
+    if constexpr (kOwner) {
+      if (const Status st = own_.take(ep_->qp, ep_->scq); st != Status::kOk) return st;
+      taken_ = true;
+    }
+    return plan_.receives ? top_up_receives() : Status::kOk;
+  }
   GV_HD Status post(std::uint64_t k) {
     const SendWr wr = plan_.wr(k);
-    return gv::ib::post_send<Ownership::kExclusive>(ep_->qp, wr);
+    if constexpr (kOwner) return own_.post_send(wr);
+    else return gv::ib::post_send<Ownership::kExclusive>(ep_->qp, wr);
   }
   /// WRs known to have completed.
   GV_HD std::uint64_t done() const { return plan_.done(cqes_); }
@@ -139,8 +156,11 @@ class DirectTx : public PosterBytes {
   GV_HD std::uint64_t received() const { return received_; }
   GV_HD Status reap(bool wait) {
     gv::ib::Completion c;
-    const Status st = wait ? gv::ib::poll_cq<Ownership::kExclusive>(ep_->scq, c)
-                           : gv::ib::try_poll_cq<Ownership::kExclusive>(ep_->scq, c);
+    Status st;
+    if constexpr (kOwner) st = wait ? own_.poll(c) : own_.try_poll(c);
+    else
+      st = wait ? gv::ib::poll_cq<Ownership::kExclusive>(ep_->scq, c)
+                : gv::ib::try_poll_cq<Ownership::kExclusive>(ep_->scq, c);
     if (st == Status::kOk) ++cqes_;
     return st;
   }
@@ -154,14 +174,19 @@ class DirectTx : public PosterBytes {
   }
 
  private:
-  /// Post receives until kRecvAhead are outstanding. Counted from the QP's own counters, so
+  /// Post receives until kRecvAhead are outstanding. Counted from the QP's own counters (an
+  /// owner keeps the receive queue's reserved count current when another CQ completes it), so
   /// the count carries over from one run to the next.
   GV_HD Status top_up_receives() {
     gv::ib::WqCounters* rq = &ep_->qp.state->rq;
     const std::uint64_t outstanding = gv::sync::load_relaxed(&rq->reserved) - gv::sync::load_acquire(&rq->completed);
     const Sge none{reinterpret_cast<std::uint64_t>(ep_->in), 0, ep_->lkey};  // WRITE_WITH_IMM scatters nothing
-    for (std::uint64_t i = outstanding; i < kRecvAhead; ++i)
-      if (const Status st = gv::ib::post_recv<Ownership::kExclusive>(ep_->qp, &none, 1); st != Status::kOk) return st;
+    for (std::uint64_t i = outstanding; i < kRecvAhead; ++i) {
+      Status st;
+      if constexpr (kOwner) st = own_.post_recv(&none, 1);
+      else st = gv::ib::post_recv<Ownership::kExclusive>(ep_->qp, &none, 1);
+      if (st != Status::kOk) return st;
+    }
     return Status::kOk;
   }
 
@@ -169,6 +194,8 @@ class DirectTx : public PosterBytes {
   WrPlan plan_;
   std::uint64_t cqes_ = 0;      ///< send CQEs polled
   std::uint64_t received_ = 0;  ///< receive CQEs polled
+  gv::ib::QpOwner own_;         ///< kOwner: the QP and its send CQ, from start()
+  bool taken_ = false;
 };
 
 // ---- experiments ----------------------------------------------------------------------------

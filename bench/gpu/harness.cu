@@ -6,6 +6,7 @@ namespace gv::bench {
 
 JsonLog g_json;
 std::uint32_t g_engine_warps = 4;
+bool g_owner = false;
 
 std::string cuda_text(cudaError_t e) {
   if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice)
@@ -270,9 +271,11 @@ std::string lead(const char* mode, const char* variant) {
 }
 
 std::string json_keys(Mode m, const char* variant, int gpus) {
-  char b[128];
-  std::snprintf(b, sizeof(b), "\"mode\":\"%s\",\"variant\":\"%s\",\"gpus\":%d,\"engine_warps\":%u,", name(m),
-                variant, gpus, m == Mode::kGpuQGpu ? g_engine_warps : 0u);
+  char b[192];
+  const bool gpu_posts = m == Mode::kGpuQGpu || m == Mode::kGpuQHost;
+  std::snprintf(b, sizeof(b), "\"mode\":\"%s\",\"variant\":\"%s\",\"gpus\":%d,\"engine_warps\":%u,\"poster\":\"%s\",",
+                name(m), variant, gpus, m == Mode::kGpuQGpu ? g_engine_warps : 0u,
+                gpu_posts && g_owner ? "owner" : "exclusive");
   return b;
 }
 

@@ -48,6 +48,7 @@ std::string cuda_text(cudaError_t e);
 
 extern JsonLog g_json;                ///< --json FILE: the JSON rows (none without it)
 extern std::uint32_t g_engine_warps;  ///< gpu-qgpu: the GPU engine's warps (--engine-warps)
+extern bool g_owner;                  ///< GPU-controlled posters hold their QP through a QpOwner (--poster owner)
 
 constexpr int kMaxRoles = 32;  ///< QPs one run drives (msgrate's largest count)
 
@@ -134,6 +135,7 @@ struct RoleArgs {
   Endpoint ep[kMaxRoles];         ///< block b's endpoint
   ProxyChannel* chans = nullptr;  ///< host-assisted: role r's channel is chans[r]
   RoleResults res;                ///< mapped host memory
+  bool owner = false;             ///< post and poll through a QpOwner (DirectTx<true>)
 };
 
 /// One single-thread block per role.
@@ -145,8 +147,11 @@ __global__ void role_kernel(const __grid_constant__ Exp exp, const __grid_consta
   if constexpr (kProxied) {
     ProxyTx tx(a.chans + role);
     a.res.status[role] = exp.run(tx, ep, role, samples);
+  } else if (a.owner) {
+    DirectTx<true> tx(ep, exp.plan(ep));
+    a.res.status[role] = exp.run(tx, ep, role, samples);
   } else {
-    DirectTx tx(ep, exp.plan(ep));
+    DirectTx<> tx(ep, exp.plan(ep));
     a.res.status[role] = exp.run(tx, ep, role, samples);
   }
 }
@@ -264,6 +269,7 @@ class Testbed {
       for (int r = lo; r < hi; ++r) a.ep[r - lo] = ep(exp.endpoint(r));
       a.chans = h_.chans;
       a.res = h_.results();
+      a.owner = g_owner && !kProxied;
       if (check(cudaSetDevice(g), "selecting", g)) {
         role_kernel<Exp, kProxied><<<static_cast<unsigned>(hi - lo), 1, 0, h_.streams[static_cast<std::size_t>(g)]>>>(exp, a);
         if (check(cudaGetLastError(), "launching on", g)) launched.push_back(g);

@@ -43,7 +43,7 @@ class HostCtlTx {
   static WrPlan without_inline(WrPlan p);
   Status launched();
 
-  DirectTx tx_;
+  DirectTx<> tx_;
   cudaStream_t stream_;
   std::uint32_t* consumed_;
 };

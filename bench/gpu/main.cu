@@ -74,7 +74,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: gv_gpu_verbs pingpong|bw|msgrate|atomics|postpoll|anchors|drain [--mode LIST] [-a | -s BYTES]\n"
-    "                    [-n ITERS] [--gpus 1|2] [--engine-warps N] [--json FILE]\n"
+    "                    [-n ITERS] [--gpus 1|2] [--engine-warps N] [--poster exclusive|owner] [--json FILE]\n"
     "       gv_gpu_verbs devices   (the GPUs present; exit status 1 when there are none)\n"
     "  --mode LIST  comma list of gpu-qgpu, gpu-qhost, host-controlled, host-assisted, cpu-threads\n"
     "               (default: all five; host-controlled runs only pingpong)\n"
@@ -85,6 +85,9 @@ constexpr char kUsage[] =
     "               default 1000\n"
     "  --gpus 1|2   GPUs to run on (default: 2 when two GPUs reach each other's memory)\n"
     "  --engine-warps N  gpu-qgpu: the GPU engine's warps, 1..32 (default 4)\n"
+    "  --poster P   gpu-qgpu and gpu-qhost: how a kernel posts and polls its QP: exclusive\n"
+    "               (post_send/poll_cq<kExclusive>, the default) or owner (a QpOwner holding the\n"
+    "               queues' positions in registers); rows name it in their \"poster\" key\n"
     "  --json FILE  append one JSON object per row to FILE, after one naming the run (commit, device,\n"
     "               date, command); the table is printed either way\n"
     "  --no-engine  postpoll: synthetic rings only, no resident GPU engine (ncu serialises kernels)\n"
@@ -111,6 +114,10 @@ Options parse(int argc, char** argv) {
       o.iters = args.number(a, 1, 1'000'000);
     } else if (a == "--gpus") {
       o.gpus = static_cast<int>(args.number(a, 1, 2));
+    } else if (a == "--poster") {
+      const std::string v = args.value(a);
+      if (v != "exclusive" && v != "owner") throw UsageError("--poster takes exclusive or owner, not '" + v + "'");
+      g_owner = v == "owner";
     } else if (a == "--engine-warps") {
       g_engine_warps = static_cast<std::uint32_t>(args.number(a, 1, 32));
     } else if (a == "--no-engine" && o.cmd == "postpoll") {
@@ -188,7 +195,8 @@ int run(const Options& o_in, int argc, char** argv) {
   o.gpus = choose_gpus(o.gpus, n);
   cudaDeviceProp p{};
   CK(cudaGetDeviceProperties(&p, 0));
-  std::printf("# device: %s x%d, %d used; GPU engine warps %u; modes:", p.name, n, o.gpus, g_engine_warps);
+  std::printf("# device: %s x%d, %d used; GPU engine warps %u; GPU posters %s; modes:", p.name, n, o.gpus,
+              g_engine_warps, g_owner ? "owner" : "exclusive");
   for (const Mode m : o.modes) std::printf(" %s", name(m));
   std::printf("\n");
   if (!o.json.empty())

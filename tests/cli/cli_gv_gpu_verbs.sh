@@ -16,6 +16,8 @@ expect 2 "-n '-1' is not a whole number" "$bin" msgrate -n -1
 expect 2 "-n '1000001' is out of range" "$bin" msgrate -n 1000001
 expect 2 "--gpus '3' is out of range" "$bin" pingpong --gpus 3
 expect 2 "--engine-warps '1e1' is not a whole number" "$bin" pingpong --engine-warps 1e1
+expect 2 "--poster takes exclusive or owner, not 'shared'" "$bin" pingpong --poster shared
+expect 2 "--poster needs a value" "$bin" pingpong --poster
 expect 2 "--hold-ms '0' is out of range" "$bin" drain --hold-ms 0
 expect 2 "unknown argument --hold-ms" "$bin" pingpong --hold-ms 5
 expect 2 "unknown mode 'gpu'" "$bin" pingpong --mode gpu
