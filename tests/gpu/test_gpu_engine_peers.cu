@@ -20,6 +20,7 @@
 namespace {
 
 using gv::Status;
+using gv::ib::Ownership;
 using gv::ib::SendWr;
 using gv::ib::Sge;
 using gv::ib::WrOpcode;
@@ -95,6 +96,127 @@ TEST(GpuEngineTwoGpus, PingPongBetweenTwoEnginesOverPeerMemory) {
   EXPECT_EQ(st[0], Status::kOk) << gv::to_string(st[0]);
   EXPECT_EQ(st[1], Status::kOk) << gv::to_string(st[1]);
   cudaFreeHost(st);
+}
+
+/// RC order between a WRITE of several bytes and the one after it. Pair k: 64 inline bytes of
+/// tag k into big + 64k, then 8 inline bytes of tag k into small + 8k; every 16th WRITE is
+/// signaled, its CQE polled once 32 are in flight.
+__global__ void ordered_pairs(const __grid_constant__ gv::ib::QpHandle qp, const __grid_constant__ gv::ib::CqHandle cq,
+                              std::uint8_t* scratch, std::uint32_t lkey, std::uint64_t big, std::uint64_t small,
+                              std::uint32_t rkey, int pairs, Status* status) {
+  Status st = Status::kOk;
+  int in_flight = 0;
+  for (int k = 0; k < pairs && st == Status::kOk; ++k) {
+    const auto tag = static_cast<std::uint8_t>(1 + k % 250);
+    std::uint8_t* msg = scratch + 64 * (k % 2);  // the inline bytes are copied at the post
+    for (int i = 0; i < 64; ++i) msg[i] = tag;
+    for (int w = 0; w < 2 && st == Status::kOk; ++w) {
+      Sge sge{reinterpret_cast<std::uint64_t>(msg), w == 0 ? 64u : 8u, lkey};
+      SendWr wr;
+      wr.opcode = WrOpcode::kRdmaWrite;
+      wr.flags = gv::ib::kWrInline | ((2 * k + w) % 16 == 15 ? gv::ib::kWrSignaled : 0u);
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.remote_addr = w == 0 ? big + 64 * static_cast<std::uint64_t>(k) : small + 8 * static_cast<std::uint64_t>(k);
+      wr.rkey = rkey;
+      st = gv::ib::post_send<Ownership::kExclusive>(qp, wr);
+      if (st == Status::kOk && ++in_flight == 32) {
+        gv::ib::Completion c;
+        st = gv::ib::poll_cq<Ownership::kExclusive>(cq, c);
+        in_flight -= 16;
+      }
+    }
+  }
+  for (; st == Status::kOk && in_flight >= 16; in_flight -= 16) {
+    gv::ib::Completion c;
+    st = gv::ib::poll_cq<Ownership::kExclusive>(cq, c);
+  }
+  *status = st;
+}
+
+/// The receiver of ordered_pairs: once pair k's 8-byte WRITE is seen, its 64-byte one must be
+/// whole (its last byte was stored last). early[0]: pairs whose 64-byte WRITE was not yet seen.
+__global__ void check_pairs(const std::uint8_t* big, const std::uint64_t* small, int pairs, const std::uint32_t* abort,
+                            Status* status, std::uint32_t* early) {
+  Status st = Status::kOk;
+  for (int k = 0; k < pairs && st == Status::kOk; ++k) {
+    const auto tag = static_cast<std::uint8_t>(1 + k % 250);
+    const std::uint64_t want = 0x0101010101010101ull * tag;
+    st = gv::sync::bounded_wait([&] { return gv::sync::load_acquire(&small[k], gv::sync::Scope::kSystem) == want; },
+                                gv::Budget{}, abort);
+    if (st == Status::kOk && gv::sync::load_relaxed(&big[64 * k + 63]) != tag) ++*early;
+  }
+  *status = st;
+}
+
+TEST(GpuEngineTwoGpus, AWriteIsNeverSeenBeforeTheWriteBeforeIt) {
+  GV_REQUIRE_GPUS(2);
+  int can = 0;
+  GV_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
+  if (!can) GTEST_SKIP() << "GPUs 0 and 1 cannot access each other's memory";
+  constexpr int kPairs = 4000;
+  constexpr std::size_t kBig = 64 * kPairs, kSmall = 8 * kPairs;
+  Status* st = nullptr;
+  std::uint32_t* early = nullptr;
+  GV_CUDA_CHECK(cudaMallocHost(&st, 2 * sizeof(Status)));
+  GV_CUDA_CHECK(cudaMallocHost(&early, sizeof(std::uint32_t)));
+  st[0] = st[1] = Status::kEmpty;
+  *early = 0;
+  cudaStream_t s[2];
+  for (int g = 0; g < 2; ++g) {
+    GV_CUDA_CHECK(cudaSetDevice(g));
+    GV_CUDA_CHECK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
+  }
+  {
+    std::unique_ptr<gv::Device> dev[2];
+    std::unique_ptr<gv::ProtectionDomain> pd[2];
+    std::unique_ptr<gv::CompletionQueue> cq[2];
+    std::unique_ptr<gv::QueuePair> qp[2];
+    std::unique_ptr<gv::MemoryRegion> mr[2];
+    std::uint8_t* buf[2];
+    for (int g = 0; g < 2; ++g) {
+      dev[g] = gv::Device::open("soft", engine_on(g));
+      pd[g] = dev[g]->alloc_pd();
+      cq[g] = dev[g]->create_cq(64);
+      gv::QpCaps caps;
+      caps.max_inline = 64;
+      qp[g] = pd[g]->create_qp(*cq[g], *cq[g], caps);
+      buf[g] = static_cast<std::uint8_t*>(dev[g]->alloc(kBig + kSmall));  // GPU 1: [big | small]; GPU 0: scratch
+      mr[g] = pd[g]->reg_mr(buf[g], kBig + kSmall, gv::kLocalWrite | gv::kRemoteWrite);
+      GV_CUDA_CHECK(cudaSetDevice(g));
+      GV_CUDA_CHECK(cudaMemsetAsync(buf[g], 0, kBig + kSmall, s[g]));
+      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
+    }
+    qp[0]->connect(qp[1]->info());
+    qp[1]->connect(qp[0]->info());
+    GV_CUDA_CHECK(cudaSetDevice(1));
+    check_pairs<<<1, 1, 0, s[1]>>>(buf[1], reinterpret_cast<const std::uint64_t*>(buf[1] + kBig), kPairs,
+                                   qp[1]->device_handle().abort, &st[1], early);
+    GV_CUDA_CHECK(cudaGetLastError());
+    GV_CUDA_CHECK(cudaSetDevice(0));
+    ordered_pairs<<<1, 1, 0, s[0]>>>(qp[0]->device_handle(), cq[0]->device_handle(), buf[0], mr[0]->lkey(),
+                                     reinterpret_cast<std::uint64_t>(buf[1]), reinterpret_cast<std::uint64_t>(buf[1] + kBig),
+                                     mr[1]->rkey(), kPairs, &st[0]);
+    GV_CUDA_CHECK(cudaGetLastError());
+    for (int g = 0; g < 2; ++g) {
+      GV_CUDA_CHECK(cudaSetDevice(g));
+      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
+    }
+    for (int g = 0; g < 2; ++g) {
+      mr[g].reset();
+      dev[g]->free(buf[g]);
+    }
+  }
+  for (int g = 0; g < 2; ++g) {
+    GV_CUDA_CHECK(cudaSetDevice(g));
+    GV_CUDA_CHECK(cudaStreamDestroy(s[g]));
+  }
+  GV_CUDA_CHECK(cudaSetDevice(0));
+  EXPECT_EQ(st[0], Status::kOk) << gv::to_string(st[0]);
+  EXPECT_EQ(st[1], Status::kOk) << gv::to_string(st[1]);
+  EXPECT_EQ(*early, 0u) << "pairs whose 8-byte WRITE was seen before the last byte of the 64-byte WRITE before it";
+  cudaFreeHost(st);
+  cudaFreeHost(early);
 }
 
 // Two processes: this test spawns the binary again as `--ipc-child <rfd> <wfd> <gpu>`. The

@@ -168,7 +168,7 @@ class GpuEnv {
     unsettled_ = put_out(dst, v, n, publish, scope_of(dst), unsettled_);
   }
 
-  /// Order every byte copy() stored before what this engine stores next.
+  /// Order every byte copy() and put() stored before what this engine stores next.
   __device__ void settle() {
     if (unsettled_ == kSystem) sync::release_fence(sync::Scope::kSystem);
     else if (unsettled_ == kGpuOnly) sync::release_fence(sync::Scope::kGpu);
@@ -238,10 +238,14 @@ class GpuEnv {
   }
 
   /// The last byte of a message, with release at the widest scope its bytes went to (u and
-  /// scope): everything is settled after it.
+  /// scope): the message's bytes are ordered before it, but it is unsettled itself. A release
+  /// orders what came before it, not what follows: a later message's single relaxed store (put)
+  /// or an atomic could be seen before this byte, and RC order forbids that, so the next
+  /// settle() fences (issued after the next WQE's loads, it mostly finds the byte acknowledged).
   static __device__ Unsettled release_last(std::byte* p, std::uint8_t v, sync::Scope scope, Unsettled u) {
-    sync::store_release(reinterpret_cast<std::uint8_t*>(p), v, u == kSystem ? sync::Scope::kSystem : scope);
-    return kNone;
+    const sync::Scope s = u == kSystem ? sync::Scope::kSystem : scope;
+    sync::store_release(reinterpret_cast<std::uint8_t*>(p), v, s);
+    return level(s);
   }
 
   Arena own_;
