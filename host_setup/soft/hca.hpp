@@ -31,10 +31,14 @@
 //              that arena: its own GPU for a GPU engine's own arena, the system otherwise
 //   void     env.put(void* d, uint64_t v, uint32_t n, bool publish)
 //              store the n <= 8 low bytes of v (little-endian), as copy() would
-//   void     env.settle()                 order every byte copy() stored before what the engine
-//              stores next; called before a WQE moves data (RC order between messages),
-//              before a CQE and at the end of a burst. With `publish`, copy() may leave a
-//              message that fits in one store unsettled: its receiver need not wait for a fence
+//   void     env.settle()                 order every byte copy() and put() stored before what the
+//              engine stores next; called before a CQE and at the end of a burst. With
+//              `publish`, copy() may leave a message that fits in one store unsettled: its
+//              receiver need not wait for a fence
+//   void     env.order_messages()         before a WQE moves data: order the earlier messages'
+//              bytes before this WQE's (RC order). May be lazier than settle(): a message's
+//              released last byte needs no fence before data whose own publication is a release
+//              (the GPU engine fences only before a single relaxed store or an atomic)
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -380,8 +384,8 @@ class Hca {
     };
 
     // Earlier WQEs' data is ordered before this one's (RC order). Issued here, after this
-    // WQE's loads, the fence finds those stores mostly acknowledged already.
-    env.settle();
+    // WQE's loads, a fence finds those stores mostly acknowledged already.
+    env.order_messages();
     switch (w.opcode) {
       case m5::kOpRdmaWrite:
       case m5::kOpRdmaWriteImm: {

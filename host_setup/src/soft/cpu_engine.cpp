@@ -83,6 +83,7 @@ class CpuEnv {
   }
   /// Every copy is settled when it returns (its last byte is a release store).
   void settle() {}
+  void order_messages() {}
 
   std::uint64_t fetch_add(std::uint64_t* t, std::uint64_t v) {
     if (gpu_)

@@ -129,8 +129,14 @@ class GpuEnv {
   /// The host resolved the peer's arena to an address of this process at RTR (peer_base).
   __device__ Arena peer(const soft::QpVisit& q) const { return Arena{reinterpret_cast<std::byte*>(q.peer_base)}; }
 
-  __device__ std::uint64_t fetch_add(std::uint64_t* t, std::uint64_t v) { return sync::fetch_add(t, v); }
+  /// The responder's atomics: after everything stored before (an atomic is no release of the
+  /// messages before it).
+  __device__ std::uint64_t fetch_add(std::uint64_t* t, std::uint64_t v) {
+    settle();
+    return sync::fetch_add(t, v);
+  }
   __device__ std::uint64_t compare_swap(std::uint64_t* t, std::uint64_t expected, std::uint64_t desired) {
+    settle();
     sync::compare_exchange(t, expected, desired);  // expected <- the value found
     return expected;
   }
@@ -170,16 +176,29 @@ class GpuEnv {
 
   /// Order every byte copy() and put() stored before what this engine stores next.
   __device__ void settle() {
-    if (unsettled_ == kSystem) sync::release_fence(sync::Scope::kSystem);
+    if (unsettled_ == kSystem || unsettled_ == kReleased) sync::release_fence(sync::Scope::kSystem);
     else if (unsettled_ == kGpuOnly) sync::release_fence(sync::Scope::kGpu);
     unsettled_ = kNone;
   }
 
+  /// Before a WQE's data: settle() the relaxed stores of earlier messages, but leave a released
+  /// last byte to the next release (every copy() of more than 8 bytes ends with one, and put()
+  /// makes one unless it follows nothing unsettled), or to the fence before an atomic.
+  __device__ void order_messages() {
+    if (unsettled_ != kReleased) settle();
+  }
+
  private:
-  /// Widest scope of the stores not yet ordered by a release or a fence.
-  enum Unsettled : std::uint8_t { kNone, kGpuOnly, kSystem };
+  /// What this engine stored that is not yet ordered before its later stores: nothing; a
+  /// message's last byte, stored with release (its bytes are ordered before it, but a later
+  /// relaxed store may pass it); relaxed stores observed by this GPU only; or by the system.
+  enum Unsettled : std::uint8_t { kNone, kReleased, kGpuOnly, kSystem };
   static __device__ Unsettled level(sync::Scope s) { return s == sync::Scope::kGpu ? kGpuOnly : kSystem; }
-  static __device__ Unsettled wider(Unsettled u, sync::Scope s) { return level(s) > u ? level(s) : u; }
+  /// After relaxed stores observed at scope s (a pending release may be of system scope).
+  static __device__ Unsettled wider(Unsettled u, sync::Scope s) {
+    if (u == kReleased) return kSystem;
+    return level(s) > u ? level(s) : u;
+  }
 
   // copy() and put() are out of line, with scalar arguments and the unsettled scope passed in
   // and returned (nothing moves to local memory): one copy of their code serves every call
@@ -237,15 +256,14 @@ class GpuEnv {
     return p >= own_.base && p < own_end_ ? sync::Scope::kGpu : sync::Scope::kSystem;
   }
 
-  /// The last byte of a message, with release at the widest scope its bytes went to (u and
-  /// scope): the message's bytes are ordered before it, but it is unsettled itself. A release
-  /// orders what came before it, not what follows: a later message's single relaxed store (put)
-  /// or an atomic could be seen before this byte, and RC order forbids that, so the next
-  /// settle() fences (issued after the next WQE's loads, it mostly finds the byte acknowledged).
+  /// The last byte of a message, with release at the widest scope its bytes (and an earlier
+  /// released byte) went to: the message's bytes are ordered before it, but not what follows
+  /// it. A later message's single relaxed store or an atomic could be seen before this byte,
+  /// which RC order forbids: kReleased makes them fence first (put_out(), settle()).
   static __device__ Unsettled release_last(std::byte* p, std::uint8_t v, sync::Scope scope, Unsettled u) {
-    const sync::Scope s = u == kSystem ? sync::Scope::kSystem : scope;
-    sync::store_release(reinterpret_cast<std::uint8_t*>(p), v, s);
-    return level(s);
+    const bool sys = u == kSystem || u == kReleased;
+    sync::store_release(reinterpret_cast<std::uint8_t*>(p), v, sys ? sync::Scope::kSystem : scope);
+    return kReleased;
   }
 
   Arena own_;
