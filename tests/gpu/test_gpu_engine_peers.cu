@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,65 @@ using gvt::recv_kernel;
 using gvt::Stream;
 using gvt::wait_child;
 
+/// A QP on each of GPUs 0 and 1, each served by its GPU's engine, connected; on each side a
+/// zeroed buffer of `bytes` registered for local and remote writes and a non-blocking stream.
+/// The tests check that both GPUs reach each other first (GV_REQUIRE_GPUS, peer access).
+struct TwoGpuPair {
+  /// A failed CUDA call in the constructor throws (gtest fails the test with it).
+  static void ck(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  }
+  TwoGpuPair(std::size_t bytes, const gv::QpCaps& caps) {
+    for (int g = 0; g < 2; ++g) {
+      ck(cudaSetDevice(g), "cudaSetDevice");
+      ck(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      dev[g] = gv::Device::open("soft", engine_on(g));
+      pd[g] = dev[g]->alloc_pd();
+      cq[g] = dev[g]->create_cq(64);
+      qp[g] = pd[g]->create_qp(*cq[g], *cq[g], caps);
+      buf[g] = static_cast<std::uint8_t*>(dev[g]->alloc(bytes));
+      mr[g] = pd[g]->reg_mr(buf[g], bytes, gv::kLocalWrite | gv::kRemoteWrite);
+      ck(cudaSetDevice(g), "cudaSetDevice");
+      ck(cudaMemsetAsync(buf[g], 0, bytes, s[g]), "cudaMemsetAsync");
+      ck(cudaStreamSynchronize(s[g]), "cudaStreamSynchronize");
+    }
+    qp[0]->connect(qp[1]->info());
+    qp[1]->connect(qp[0]->info());
+  }
+  ~TwoGpuPair() {
+    for (int g = 0; g < 2; ++g) {
+      mr[g].reset();
+      if (buf[g]) dev[g]->free(buf[g]);
+    }
+    for (int g = 0; g < 2; ++g) {
+      qp[g].reset();
+      cq[g].reset();
+      pd[g].reset();
+      dev[g].reset();  // stops the engine
+      if (s[g]) {
+        cudaSetDevice(g);
+        cudaStreamDestroy(s[g]);
+      }
+    }
+    cudaSetDevice(0);
+  }
+  /// Wait for both GPUs' streams.
+  void sync() {
+    for (int g = 0; g < 2; ++g) {
+      GV_CUDA_CHECK(cudaSetDevice(g));
+      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
+    }
+  }
+
+  cudaStream_t s[2] = {};
+  std::unique_ptr<gv::Device> dev[2];
+  std::unique_ptr<gv::ProtectionDomain> pd[2];
+  std::unique_ptr<gv::CompletionQueue> cq[2];
+  std::unique_ptr<gv::QueuePair> qp[2];
+  std::unique_ptr<gv::MemoryRegion> mr[2];
+  std::uint8_t* buf[2] = {};
+};
+
 TEST(GpuEngineTwoGpus, PingPongBetweenTwoEnginesOverPeerMemory) {
   GV_REQUIRE_GPUS(2);
   int can = 0;
@@ -44,55 +104,20 @@ TEST(GpuEngineTwoGpus, PingPongBetweenTwoEnginesOverPeerMemory) {
   Status* st = nullptr;
   GV_CUDA_CHECK(cudaMallocHost(&st, 2 * sizeof(Status)));
   st[0] = st[1] = Status::kEmpty;
-  cudaStream_t s[2];
-  for (int g = 0; g < 2; ++g) {
-    GV_CUDA_CHECK(cudaSetDevice(g));
-    GV_CUDA_CHECK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
-  }
   {
     constexpr std::uint32_t kBytes = 1000;
-    std::unique_ptr<gv::Device> dev[2];
-    std::unique_ptr<gv::ProtectionDomain> pd[2];
-    std::unique_ptr<gv::CompletionQueue> cq[2];
-    std::unique_ptr<gv::QueuePair> qp[2];
-    std::unique_ptr<gv::MemoryRegion> mr[2];
-    std::uint8_t* buf[2];
-    for (int g = 0; g < 2; ++g) {
-      dev[g] = gv::Device::open("soft", engine_on(g));
-      pd[g] = dev[g]->alloc_pd();
-      cq[g] = dev[g]->create_cq(64);
-      qp[g] = pd[g]->create_qp(*cq[g], *cq[g]);
-      buf[g] = static_cast<std::uint8_t*>(dev[g]->alloc(2 * kBytes));  // [in | out]
-      mr[g] = pd[g]->reg_mr(buf[g], 2 * kBytes, gv::kLocalWrite | gv::kRemoteWrite);
-      GV_CUDA_CHECK(cudaSetDevice(g));
-      GV_CUDA_CHECK(cudaMemsetAsync(buf[g], 0, 2 * kBytes, s[g]));
-      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
-    }
-    qp[0]->connect(qp[1]->info());
-    qp[1]->connect(qp[0]->info());
-    EXPECT_EQ(qp[0]->device_handle().rq_executor, gv::sync::Scope::kSystem);  // the peer engine is on GPU 1
-    EXPECT_EQ(cq[0]->device_handle().executor, gv::sync::Scope::kSystem);
+    TwoGpuPair p(2 * kBytes, gv::QpCaps{});  // [in | out] a side
+    EXPECT_EQ(p.qp[0]->device_handle().rq_executor, gv::sync::Scope::kSystem);  // the peer engine is on GPU 1
+    EXPECT_EQ(p.cq[0]->device_handle().executor, gv::sync::Scope::kSystem);
     for (int g = 1; g >= 0; --g) {
       GV_CUDA_CHECK(cudaSetDevice(g));
-      pingpong_side<<<1, 1, 0, s[g]>>>(qp[g]->device_handle(), cq[g]->device_handle(), buf[g], buf[g] + kBytes,
-                                       reinterpret_cast<std::uint64_t>(buf[1 - g]), mr[g]->lkey(), mr[1 - g]->rkey(),
-                                       kBytes, 300, g == 0, &st[g]);
+      pingpong_side<<<1, 1, 0, p.s[g]>>>(p.qp[g]->device_handle(), p.cq[g]->device_handle(), p.buf[g],
+                                         p.buf[g] + kBytes, reinterpret_cast<std::uint64_t>(p.buf[1 - g]),
+                                         p.mr[g]->lkey(), p.mr[1 - g]->rkey(), kBytes, 300, g == 0, &st[g]);
       GV_CUDA_CHECK(cudaGetLastError());
     }
-    for (int g = 0; g < 2; ++g) {
-      GV_CUDA_CHECK(cudaSetDevice(g));
-      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
-    }
-    for (int g = 0; g < 2; ++g) {
-      mr[g].reset();
-      dev[g]->free(buf[g]);
-    }
+    p.sync();
   }
-  for (int g = 0; g < 2; ++g) {
-    GV_CUDA_CHECK(cudaSetDevice(g));
-    GV_CUDA_CHECK(cudaStreamDestroy(s[g]));
-  }
-  GV_CUDA_CHECK(cudaSetDevice(0));
   EXPECT_EQ(st[0], Status::kOk) << gv::to_string(st[0]);
   EXPECT_EQ(st[1], Status::kOk) << gv::to_string(st[1]);
   cudaFreeHost(st);
@@ -162,56 +187,21 @@ TEST(GpuEngineTwoGpus, AWriteIsNeverSeenBeforeTheWriteBeforeIt) {
   GV_CUDA_CHECK(cudaMallocHost(&early, sizeof(std::uint32_t)));
   st[0] = st[1] = Status::kEmpty;
   *early = 0;
-  cudaStream_t s[2];
-  for (int g = 0; g < 2; ++g) {
-    GV_CUDA_CHECK(cudaSetDevice(g));
-    GV_CUDA_CHECK(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking));
-  }
   {
-    std::unique_ptr<gv::Device> dev[2];
-    std::unique_ptr<gv::ProtectionDomain> pd[2];
-    std::unique_ptr<gv::CompletionQueue> cq[2];
-    std::unique_ptr<gv::QueuePair> qp[2];
-    std::unique_ptr<gv::MemoryRegion> mr[2];
-    std::uint8_t* buf[2];
-    for (int g = 0; g < 2; ++g) {
-      dev[g] = gv::Device::open("soft", engine_on(g));
-      pd[g] = dev[g]->alloc_pd();
-      cq[g] = dev[g]->create_cq(64);
-      gv::QpCaps caps;
-      caps.max_inline = 64;
-      qp[g] = pd[g]->create_qp(*cq[g], *cq[g], caps);
-      buf[g] = static_cast<std::uint8_t*>(dev[g]->alloc(kBig + kSmall));  // GPU 1: [big | small]; GPU 0: scratch
-      mr[g] = pd[g]->reg_mr(buf[g], kBig + kSmall, gv::kLocalWrite | gv::kRemoteWrite);
-      GV_CUDA_CHECK(cudaSetDevice(g));
-      GV_CUDA_CHECK(cudaMemsetAsync(buf[g], 0, kBig + kSmall, s[g]));
-      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
-    }
-    qp[0]->connect(qp[1]->info());
-    qp[1]->connect(qp[0]->info());
+    gv::QpCaps caps;
+    caps.max_inline = 64;
+    TwoGpuPair p(kBig + kSmall, caps);  // GPU 1: [big | small]; GPU 0: the messages' scratch
     GV_CUDA_CHECK(cudaSetDevice(1));
-    check_pairs<<<1, 1, 0, s[1]>>>(buf[1], reinterpret_cast<const std::uint64_t*>(buf[1] + kBig), kPairs,
-                                   qp[1]->device_handle().abort, &st[1], early);
+    check_pairs<<<1, 1, 0, p.s[1]>>>(p.buf[1], reinterpret_cast<const std::uint64_t*>(p.buf[1] + kBig), kPairs,
+                                     p.qp[1]->device_handle().abort, &st[1], early);
     GV_CUDA_CHECK(cudaGetLastError());
     GV_CUDA_CHECK(cudaSetDevice(0));
-    ordered_pairs<<<1, 1, 0, s[0]>>>(qp[0]->device_handle(), cq[0]->device_handle(), buf[0], mr[0]->lkey(),
-                                     reinterpret_cast<std::uint64_t>(buf[1]), reinterpret_cast<std::uint64_t>(buf[1] + kBig),
-                                     mr[1]->rkey(), kPairs, &st[0]);
+    ordered_pairs<<<1, 1, 0, p.s[0]>>>(p.qp[0]->device_handle(), p.cq[0]->device_handle(), p.buf[0], p.mr[0]->lkey(),
+                                       reinterpret_cast<std::uint64_t>(p.buf[1]),
+                                       reinterpret_cast<std::uint64_t>(p.buf[1] + kBig), p.mr[1]->rkey(), kPairs, &st[0]);
     GV_CUDA_CHECK(cudaGetLastError());
-    for (int g = 0; g < 2; ++g) {
-      GV_CUDA_CHECK(cudaSetDevice(g));
-      GV_CUDA_CHECK(cudaStreamSynchronize(s[g]));
-    }
-    for (int g = 0; g < 2; ++g) {
-      mr[g].reset();
-      dev[g]->free(buf[g]);
-    }
+    p.sync();
   }
-  for (int g = 0; g < 2; ++g) {
-    GV_CUDA_CHECK(cudaSetDevice(g));
-    GV_CUDA_CHECK(cudaStreamDestroy(s[g]));
-  }
-  GV_CUDA_CHECK(cudaSetDevice(0));
   EXPECT_EQ(st[0], Status::kOk) << gv::to_string(st[0]);
   EXPECT_EQ(st[1], Status::kOk) << gv::to_string(st[1]);
   EXPECT_EQ(*early, 0u) << "pairs whose 8-byte WRITE was seen before the last byte of the 64-byte WRITE before it";
