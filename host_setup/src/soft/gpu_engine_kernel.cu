@@ -171,7 +171,10 @@ class GpuEnv {
   /// store, and settle() orders it before what follows: its receiver need not wait for a fence.
   __device__ void put(void* d, std::uint64_t v, std::uint32_t n, bool publish) {
     auto* dst = static_cast<std::byte*>(d);
-    unsettled_ = put_out(dst, v, n, publish, scope_of(dst), unsettled_);
+    const sync::Scope scope = scope_of(dst);
+    // The single store inline: through put_out()'s call it took about 0.5 us a WQE (a per-step
+    // trace of the ping-pong on one H200, notes/verbs-gpu.md).
+    if (!put_single(dst, v, n, publish, scope, unsettled_)) unsettled_ = put_out(dst, v, n, publish, scope, unsettled_);
   }
 
   /// Order every byte copy() and put() stored before what this engine stores next.
@@ -202,8 +205,8 @@ class GpuEnv {
 
   // copy() and put() are out of line, with scalar arguments and the unsettled scope passed in
   // and returned (nothing moves to local memory): one copy of their code serves every call
-  // site of the inlined Hca steps (the engine's SASS fell from 382 to 88 KB; its speed did not
-  // change: instruction fetch was not its cost).
+  // site of the inlined Hca steps (the engine's SASS fell from 382 to 88 KB). The single store
+  // of a small message (put_single) is inline: its call cost a ping-pong about 0.5 us.
 
   /// copy() to dst, which `scope` observes, after stores unsettled at `u`; returns the new u.
   static __device__ __noinline__ Unsettled copy_out(std::byte* dst, const std::byte* src, std::uint64_t n,
@@ -211,7 +214,9 @@ class GpuEnv {
     if (n <= 8) {
       std::uint64_t v = 0;
       for (std::uint64_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(src[i])} << (8 * i);
-      return put_out(dst, v, static_cast<std::uint32_t>(n), publish, scope, u);
+      return put_single(dst, v, static_cast<std::uint32_t>(n), publish, scope, u)
+                 ? u
+                 : put_out(dst, v, static_cast<std::uint32_t>(n), publish, scope, u);
     }
     const std::uint64_t body = publish ? n - 1 : n;
     const auto last = static_cast<std::uint8_t>(src[n - 1]);  // loaded beside the body's loads
@@ -231,19 +236,27 @@ class GpuEnv {
     return publish ? release_last(dst + n - 1, last, scope, u) : u;
   }
 
-  /// put() to dst, which `scope` observes, after stores unsettled at `u`; returns the new u.
+  /// A published message of n <= 8 bytes that fits one naturally aligned store and follows no
+  /// unsettled bytes: that one store (u becomes its scope), and true. Otherwise false.
+  static __device__ __forceinline__ bool put_single(std::byte* dst, std::uint64_t v, std::uint32_t n, bool publish,
+                                                    sync::Scope scope, Unsettled& u) {
+    if (!publish || u != kNone || (n != 1 && n != 2 && n != 4 && n != 8) ||
+        reinterpret_cast<std::uintptr_t>(dst) % n != 0)
+      return false;
+    switch (n) {
+      case 1: sync::store_relaxed(reinterpret_cast<std::uint8_t*>(dst), static_cast<std::uint8_t>(v), scope); break;
+      case 2: sync::store_relaxed(reinterpret_cast<std::uint16_t*>(dst), static_cast<std::uint16_t>(v), scope); break;
+      case 4: sync::store_relaxed(reinterpret_cast<std::uint32_t*>(dst), static_cast<std::uint32_t>(v), scope); break;
+      default: sync::store_relaxed(reinterpret_cast<std::uint64_t*>(dst), v, scope); break;
+    }
+    u = level(scope);
+    return true;
+  }
+
+  /// put() to dst, which `scope` observes, after stores unsettled at `u`, when put_single() does
+  /// not apply: the bytes, the last with release; returns the new u.
   static __device__ __noinline__ Unsettled put_out(std::byte* dst, std::uint64_t v, std::uint32_t n, bool publish,
                                                    sync::Scope scope, Unsettled u) {
-    if (publish && u == kNone && (n == 1 || n == 2 || n == 4 || n == 8) &&
-        reinterpret_cast<std::uintptr_t>(dst) % n == 0) {
-      switch (n) {
-        case 1: sync::store_relaxed(reinterpret_cast<std::uint8_t*>(dst), static_cast<std::uint8_t>(v), scope); break;
-        case 2: sync::store_relaxed(reinterpret_cast<std::uint16_t*>(dst), static_cast<std::uint16_t>(v), scope); break;
-        case 4: sync::store_relaxed(reinterpret_cast<std::uint32_t*>(dst), static_cast<std::uint32_t>(v), scope); break;
-        default: sync::store_relaxed(reinterpret_cast<std::uint64_t*>(dst), v, scope); break;
-      }
-      return level(scope);
-    }
     const std::uint32_t body = publish ? n - 1 : n;
     for (std::uint32_t i = 0; i < body; ++i) dst[i] = static_cast<std::byte>(v >> (8 * i));
     if (body != 0) u = wider(u, scope);
