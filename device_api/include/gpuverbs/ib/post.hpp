@@ -35,8 +35,9 @@ GV_HD GV_INLINE void wq_start_at(WqCounters* wq, std::uint64_t at);
 /// set of device checks.
 GV_HD GV_INLINE Status validate(const QpHandle& qp, const SendWr& wr);
 
-/// Write the WQE of `wr` at WQEBB counter `start` (reserved by this thread).
-GV_HD GV_INLINE void sq_write_wqe(const QpHandle& qp, std::uint64_t start, const SendWr& wr);
+/// Write the WQE of `wr` at WQEBB counter `start` (reserved by this thread); returns its control
+/// segment, whose first 8 bytes are the doorbell (doorbell_value()).
+GV_HD GV_INLINE Octoword sq_write_wqe(const QpHandle& qp, std::uint64_t start, const SendWr& wr);
 
 /// Write the receive WQE scattering into `sgl[0..n)` (n <= max_recv_sge) at RQ counter `start`:
 /// one data segment per SGE of nonzero length, then a terminator if room is left.

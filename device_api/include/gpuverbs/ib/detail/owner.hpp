@@ -43,8 +43,7 @@ GV_HD GV_INLINE Status QpOwner::post_send(const SendWr& wr) {
   const std::uint32_t nbb = wqe_bbs(wqe_ds(wr));
   if (nbb > qp.sq_bbs) return Status::kInvalidArgument;
   if (sq_next_ + nbb - sq_done_ > qp.sq_bbs) return Status::kQueueFull;
-  sq_write_wqe(qp, sq_next_, wr);
-  const std::uint64_t db = doorbell_value(wqe_octoword(wr, 0, static_cast<std::uint16_t>(sq_next_), qp.qpn));
+  const std::uint64_t db = doorbell_value(sq_write_wqe(qp, sq_next_, wr));
   sq_next_ += nbb;
   sq_ring_doorbell(qp, sq_next_, db);
   return Status::kOk;

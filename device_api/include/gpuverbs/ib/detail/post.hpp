@@ -71,12 +71,25 @@ GV_HD GV_INLINE Status validate(const QpHandle& qp, const SendWr& wr) {
   return Status::kOk;
 }
 
-GV_HD GV_INLINE void sq_write_wqe(const QpHandle& qp, std::uint64_t start, const SendWr& wr) {
+GV_HD GV_INLINE Octoword sq_write_wqe(const QpHandle& qp, std::uint64_t start, const SendWr& wr) {
   const std::uint32_t ds = wqe_ds(wr);
   const auto idx = static_cast<std::uint16_t>(start);
-  for (std::uint32_t k = 0; k < ds; ++k)
-    store_octoword(qp.sq + sq_octoword_offset(start, k, qp.sq_bbs),
-                   wqe_octoword(wr, k, idx, qp.qpn));
+  if (ds <= 4) {
+    // One WQEBB (an inline payload of up to 44 bytes, one SGE, an atomic): every octoword is
+    // encoded before the first is stored, so the loads it takes (the SG list, an inline
+    // payload) are not ordered behind stores to the ring that might alias them.
+    Octoword o[4];
+    for (std::uint32_t k = 0; k < 4; ++k)
+      if (k < ds) o[k] = wqe_octoword(wr, k, idx, qp.qpn);
+    for (std::uint32_t k = 0; k < 4; ++k)
+      if (k < ds) store_octoword(qp.sq + sq_octoword_offset(start, k, qp.sq_bbs), o[k]);
+    return o[0];
+  }
+  const Octoword ctrl = wqe_octoword(wr, 0, idx, qp.qpn);
+  store_octoword(qp.sq + sq_octoword_offset(start, 0, qp.sq_bbs), ctrl);
+  for (std::uint32_t k = 1; k < ds; ++k)
+    store_octoword(qp.sq + sq_octoword_offset(start, k, qp.sq_bbs), wqe_octoword(wr, k, idx, qp.qpn));
+  return ctrl;
 }
 
 GV_HD GV_INLINE void rq_write_wqe(const QpHandle& qp, std::uint64_t start, const Sge* sgl, std::uint32_t n) {
@@ -120,14 +133,13 @@ GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_
   std::uint64_t start;
   Status st = wq_reserve<O>(&qp.state->sq, qp.sq_bbs, total, start, budget, qp.abort);
   if (st != Status::kOk) return st;
-  std::uint64_t pos = start, last = start;
+  std::uint64_t pos = start;
+  Octoword ctrl{};
   for (std::uint32_t i = 0; i < n; ++i) {
-    sq_write_wqe(qp, pos, wrs[i]);
-    last = pos;
+    ctrl = sq_write_wqe(qp, pos, wrs[i]);
     pos += wqe_bbs(wqe_ds(wrs[i]));
   }
-  const std::uint64_t db =
-      doorbell_value(wqe_octoword(wrs[n - 1], 0, static_cast<std::uint16_t>(last), qp.qpn));
+  const std::uint64_t db = doorbell_value(ctrl);  // the last WQE's
   st = wq_wait_turn<O>(&qp.state->sq, start, qp.abort);
   if (st != Status::kOk) return st;
   sq_ring_doorbell(qp, pos, db);

@@ -60,10 +60,8 @@ __device__ Status post_send_warp_batch(const QpHandle& qp, const SendWr& my_wr, 
   if (st != static_cast<std::uint32_t>(Status::kOk)) return static_cast<Status>(st);
   start = __shfl_sync(kFullWarp, start, 0);
   const std::uint64_t mine = start + (scan - nbb);
-  sq_write_wqe(qp, mine, my_wr);
   // Lane 31 holds the last WQE: its control segment's first 8 bytes are the doorbell.
-  const std::uint64_t db = __shfl_sync(
-      kFullWarp, doorbell_value(wqe_octoword(my_wr, 0, static_cast<std::uint16_t>(mine), qp.qpn)), 31);
+  const std::uint64_t db = __shfl_sync(kFullWarp, doorbell_value(sq_write_wqe(qp, mine, my_wr)), 31);
   __syncwarp(kFullWarp);  // all 32 WQEs written before lane 0 publishes (see post_send_warp)
   if (lane == 0) {
     Status s = wq_wait_turn<O>(&qp.state->sq, start, qp.abort);

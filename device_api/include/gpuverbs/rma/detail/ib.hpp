@@ -100,8 +100,7 @@ GV_HD inline Status ib_post(const Endpoint& ep, const IbLane& L, ib::SendWr wr, 
     wr.sg_list = &slot;
     wr.num_sge = 1;
   }
-  ib::sq_write_wqe(qp, start, wr);
-  const std::uint64_t db = ib::doorbell_value(ib::wqe_octoword(wr, 0, static_cast<std::uint16_t>(start), qp.qpn));
+  const std::uint64_t db = ib::doorbell_value(ib::sq_write_wqe(qp, start, wr));
   // A reservation must be published: the wait for our turn has its own bound (see post.hpp).
   if (const Status t = ib::wq_wait_turn<Ownership::kShared>(&qp.state->sq, start, qp.abort); t != Status::kOk) return t;
   ib::sq_ring_doorbell(qp, start + bbs, db);
