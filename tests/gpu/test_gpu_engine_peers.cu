@@ -73,11 +73,11 @@ struct TwoGpuPair {
       pd[g].reset();
       dev[g].reset();  // stops the engine
       if (s[g]) {
-        cudaSetDevice(g);
-        cudaStreamDestroy(s[g]);
+        EXPECT_EQ(cudaSetDevice(g), cudaSuccess);
+        EXPECT_EQ(cudaStreamDestroy(s[g]), cudaSuccess);
       }
     }
-    cudaSetDevice(0);
+    EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
   }
   /// Wait for both GPUs' streams.
   void sync() {
