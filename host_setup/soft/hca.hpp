@@ -33,8 +33,8 @@
 //              store the n <= 8 low bytes of v (little-endian), as copy() would
 //   void     env.settle()                 order every byte copy() and put() stored before what the
 //              engine stores next; called before a CQE and at the end of a burst. With
-//              `publish`, copy() may leave a message that fits in one store unsettled: its
-//              receiver need not wait for a fence
+//              `publish`, put() and copy() may leave a message that fits in one store
+//              unsettled: its receiver need not wait for a fence
 //   void     env.order_messages()         before a WQE moves data: order the earlier messages'
 //              bytes before this WQE's (RC order). May be lazier than settle(): a message's
 //              released last byte needs no fence before data whose own publication is a release

@@ -272,7 +272,7 @@ class GpuEnv {
   /// The last byte of a message, with release at the widest scope its bytes (and an earlier
   /// released byte) went to: the message's bytes are ordered before it, but not what follows
   /// it. A later message's single relaxed store or an atomic could be seen before this byte,
-  /// which RC order forbids: kReleased makes them fence first (put_out(), settle()).
+  /// which RC order forbids: kReleased makes them fence first (put_single() declines, settle()).
   static __device__ Unsettled release_last(std::byte* p, std::uint8_t v, sync::Scope scope, Unsettled u) {
     const bool sys = u == kSystem || u == kReleased;
     sync::store_release(reinterpret_cast<std::uint8_t*>(p), v, sys ? sync::Scope::kSystem : scope);
