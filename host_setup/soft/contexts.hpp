@@ -15,7 +15,7 @@
 namespace gv::soft {
 
 inline constexpr std::uint64_t kArenaMagic = 0x6770757665726273ull;  // "gpuverbs"
-inline constexpr std::uint32_t kArenaVersion = 4;
+inline constexpr std::uint32_t kArenaVersion = 5;
 inline constexpr std::uint32_t kQpnBase = 0x40;     ///< qpn = kQpnBase + slot
 inline constexpr std::uint32_t kMaxPathLen = 64;
 inline constexpr std::uint32_t kAsyncEventSlots = 64;
@@ -66,6 +66,21 @@ struct CqCtx {
   std::uint32_t pad;
 };
 
+/// What a requester keeps of its peer's QP: the fields its owner writes before the QP
+/// connects, and its state.
+struct PeerQp {
+  std::uint32_t qpn, state, pdn, access, recv_cq, rq_wqes, rq_stride_shift, max_recv_sge,
+      min_rnr_timer, peer_qpn;
+  std::uint64_t rq_off, dbrec_off;
+};
+
+/// How long a requester uses what it kept of its responder (QpCtx::resp_at) before it loads it
+/// again. The host library waits twice as long after a change a requester may have kept (an MR
+/// deregistered, a QP moved to error or destroyed) before it returns, so that no requester
+/// still uses the old state: a lease, where an HCA would invalidate its caches by command (an
+/// engine cannot safely write into a peer's arena that may be gone).
+inline constexpr std::uint64_t kKeptNs = 100'000;
+
 struct QpCtx {
   // ---- written by the owning host library ----
   std::uint32_t qpn;          ///< 0: free slot
@@ -91,7 +106,12 @@ struct QpCtx {
   std::uint32_t rnr_active;
   std::uint64_t rnr_resume_ns;
   std::uint32_t last_rkey;    ///< remote key of the last WQE that named one (the next visit's first guess)
-  std::uint32_t pad;
+  std::uint32_t resp_mr_key;  ///< key of resp_mr (0: none kept)
+  // The responder kept across visits (Hca::reach): its QP's fields and state, and the MR of
+  // one remote key, used for kKeptNs after resp_at.
+  std::uint64_t resp_at;      ///< engine time (now_ns) before they were loaded; 0: nothing kept
+  PeerQp resp_conn;
+  MrEntry resp_mr;
   // ---- responder progress: claimed with CAS by the peer's engine (deliveries) and by
   //      this arena's engine (flushes after an error) ----
   std::uint64_t rq_head;      ///< next receive WQE to consume

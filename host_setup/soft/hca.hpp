@@ -69,14 +69,6 @@ enum class Exec : std::uint8_t {
   kDeferred,  ///< not started: left to a later visit (Env::may_move)
 };
 
-/// What a requester reads of its peer's QP: the fields its owner writes before the QP
-/// connects, and its state.
-struct PeerQp {
-  std::uint32_t qpn, state, pdn, access, recv_cq, rq_wqes, rq_stride_shift, max_recv_sge,
-      min_rnr_timer, peer_qpn;
-  std::uint64_t rq_off, dbrec_off;
-};
-
 /// The peer QP's fields, in one round of loads.
 GV_HD GV_INLINE PeerQp load_peer_qp(const QpCtx* q) {
   PeerQp v;
@@ -111,35 +103,61 @@ class Hca {
   GV_HD GV_INLINE static bool step_slot(Env& env, QpCtx& q) { return serve(env, q, true); }
 
  private:
-  /// What a burst learned of the responder: its QP's connection fields and the MR of the last
-  /// remote key, loaded once a burst and reused by its WQEs (a peer GPU's tables are a round
-  /// trip over NVLink away). A change on the responder side (its QP leaving RTS, a
-  /// deregistration) is seen by the next burst: within a burst the WQEs execute as if at once,
-  /// which an HCA's translation caches also allow.
+  /// What a visit knows of the responder: its QP's connection fields and state, and the MR of
+  /// one remote key, kept in the requester's QpCtx across visits for kKeptNs (a peer GPU's
+  /// tables are a round trip over NVLink away). A change on the responder's side (its QP leaving
+  /// RTS, a deregistration, a destroyed QP) is seen by every visit that starts kKeptNs after it
+  /// (the host library's calls return only then); within a visit the WQEs execute as if at
+  /// once, which an HCA's translation caches also allow.
   struct Responder {
     Arena arena;              ///< the responder's arena (base null: unreachable)
     QpCtx* live = nullptr;    ///< the responder's QpCtx (receive counter, error state); null: unreachable
     PeerQp conn;              ///< its connection fields
     std::uint32_t mr_key = 0;  ///< key of `mr` (0: none loaded)
     MrEntry mr{};
+    std::uint64_t at = 0;     ///< engine time before `conn` was loaded
+    bool loaded = false;      ///< this visit loaded something its QpCtx does not keep yet
   };
 
-  /// Start loading the responder when a visit begins, before its first WQE is parsed: the
-  /// peer QP's connection fields, and the MR of the remote key this QP named last (a stream of
-  /// WRITEs names one region). Across GPUs the round trip then runs beside the WQE's own loads
-  /// and parse instead of after them; a WQE naming another key loads its MR (execute()).
+  /// The responder as the visit begins: what the QP kept, for kKeptNs after it was loaded;
+  /// otherwise its QP's fields, and the MR of the remote key this QP named last (a stream of
+  /// WRITEs names one region), loaded before the first WQE is parsed, so that across GPUs the
+  /// round trip runs beside the WQE's own loads and parse. A WQE naming another key loads its
+  /// MR (execute()).
   GV_HD GV_INLINE static Responder reach(Env& env, const QpVisit& v) {
     Responder r;
     r.arena = env.peer(v);
     const std::uint32_t pslot = v.peer_qpn - kQpnBase;
     if (r.arena.base == nullptr || v.peer_qpn < kQpnBase || pslot >= kMaxQps) return r;
     r.live = r.arena.qps() + pslot;
+    const QpCtx& q = *v.ctx;
+    const std::uint64_t now = env.now_ns();
+    // (A clock that went back reads as expired.)
+    if (q.resp_at != 0 && now - q.resp_at < kKeptNs) {
+      r.at = q.resp_at;
+      r.conn = q.resp_conn;
+      r.mr_key = q.resp_mr_key;
+      r.mr = q.resp_mr;
+      return r;
+    }
+    r.at = now;
+    r.loaded = true;
     r.conn = load_peer_qp(r.live);
     if (v.last_rkey != 0) {
       r.mr = load_mr(r.arena, v.last_rkey, 1);
       r.mr_key = v.last_rkey;
     }
     return r;
+  }
+
+  /// Keep what the visit loaded of the responder for later visits. An MR whose key did not
+  /// match is not kept (a later registration may give that key).
+  GV_HD GV_INLINE static void keep(QpCtx& q, const Responder& r) {
+    if (!r.loaded) return;
+    q.resp_conn = r.conn;
+    q.resp_mr = r.mr;
+    q.resp_mr_key = r.mr.key == r.mr_key ? r.mr_key : 0;
+    q.resp_at = r.at;
   }
 
   GV_HD GV_INLINE static bool serve(Env& env, QpCtx& q, bool check_qpn) {
@@ -195,6 +213,7 @@ class Hca {
       }
     }
     end_visit(v);
+    keep(q, r);
     env.settle();
     return progressed;
   }
@@ -359,8 +378,8 @@ class Hca {
       }
     }
 
-    // The responder (reach(): its QP's fields, loaded as the visit began) and the MR the remote
-    // key names, loaded here unless the visit's guess or an earlier WQE of the burst named it
+    // The responder (reach(): its QP's fields, kept or loaded as the visit began) and the MR the
+    // remote key names, loaded here unless kept, guessed, or named by an earlier WQE of the visit
     // (both tables lie at fixed offsets of its arena, a round trip over NVLink for a peer GPU).
     const bool remote_mem = w.opcode == m5::kOpRdmaWrite || w.opcode == m5::kOpRdmaWriteImm ||
                             w.opcode == m5::kOpRdmaRead || atomic;
@@ -370,6 +389,7 @@ class Hca {
     if (remote_mem && rlen != 0 && w.rkey != r.mr_key) {
       r.mr = load_mr(pa, w.rkey, rlen);
       r.mr_key = w.rkey;
+      r.loaded = true;
       q.last_rkey = w.rkey;
     }
     const PeerQp& pv = r.conn;

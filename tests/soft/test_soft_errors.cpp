@@ -144,9 +144,10 @@ TEST_F(SoftErrors, DeregisteredMemoryFails) {
   EXPECT_NE(b_buf->mr->rkey(), rkey) << "a re-registration must not revive the old key";
 }
 
-// A visit starts loading the MR of the remote key its QP named last (Hca::reach): a guess that
-// saves a round trip, loaded afresh at every visit and replaced when a WQE names another key.
-TEST_F(SoftErrors, TheLastRemoteKeyIsLookedUpAgainAtEveryVisit) {
+// A requester keeps the responder's QP and the MR of the key it named last across visits
+// (Hca::reach); a WQE naming another key looks that one up, and a deregistration revokes what
+// the peer kept before dereg_mr returns.
+TEST_F(SoftErrors, AKeptRemoteKeyIsRevokedByItsDeregistration) {
   Buffer other(*dev, *b->pd, 4096, kAllAccess, 3);
   const std::uint32_t rkey = b_buf->mr->rkey();
   const Sge s = a_buf->sge(0, 64);
@@ -168,6 +169,37 @@ TEST_F(SoftErrors, TheLastRemoteKeyIsLookedUpAgainAtEveryVisit) {
   EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
   EXPECT_EQ(c.syndrome, m5::kSyndRemoteAccessErr) << gv::describe(c);
   EXPECT_EQ(c.wqe_counter, 3);
+}
+
+// What a requester kept of its responder's QP (its state RTS) holds only until the responder's
+// side says otherwise: modify_to_error returns once the peer was told.
+TEST_F(SoftErrors, AResponderMovedToErrorRefusesAPeerThatKeptIt) {
+  const Sge s = a_buf->sge(0, 64);
+  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()));
+  Completion c = wait_cqe(*a);
+  ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
+  b->qp->modify_to_error();
+  std::memset(b_buf->p, 0x5a, 64);
+  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()));
+  c = wait_cqe(*a);
+  EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
+  EXPECT_EQ(c.syndrome, m5::kSyndTransportRetryExcErr) << gv::describe(c);
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
+}
+
+// The same for a destroyed responder QP: destroy_qp returns once its peer was told.
+TEST_F(SoftErrors, ADestroyedResponderRefusesAPeerThatKeptIt) {
+  const Sge s = a_buf->sge(0, 64);
+  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()));
+  Completion c = wait_cqe(*a);
+  ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
+  b->qp.reset();
+  std::memset(b_buf->p, 0x5a, 64);
+  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()));
+  c = wait_cqe(*a);
+  EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
+  EXPECT_EQ(c.syndrome, m5::kSyndTransportRetryExcErr) << gv::describe(c);
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
 }
 
 TEST_F(SoftErrors, MisalignedAtomicIsRemoteInvalidRequest) {

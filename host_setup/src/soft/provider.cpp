@@ -3,10 +3,13 @@
 // and the GPU engine lies behind the store and the engine; this file is the same for both.
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "../provider.hpp"
@@ -131,12 +134,15 @@ class SoftProvider final : public Provider {
   }
 
   void dereg_mr(std::uint32_t key) override {
-    std::lock_guard lk(mu_);
-    const std::uint32_t slot = soft::mr_slot(key);
-    std::uint32_t* k = &tab().mrs()[slot].key;
-    sync::store_release(k, std::uint32_t{0});
-    (void)store_->try_push(k, sizeof(*k));  // fails only with the engine's context dead
-    store_->forget_gpu_mr(slot);
+    {
+      std::lock_guard lk(mu_);
+      const std::uint32_t slot = soft::mr_slot(key);
+      std::uint32_t* k = &tab().mrs()[slot].key;
+      sync::store_release(k, std::uint32_t{0});
+      (void)store_->try_push(k, sizeof(*k));  // fails only with the engine's context dead
+      store_->forget_gpu_mr(slot);
+    }
+    outlast_kept();
   }
 
   // ---- completion queues ----
@@ -224,12 +230,19 @@ class SoftProvider final : public Provider {
   }
 
   void destroy_qp(std::uint32_t qpn) override {
+    bool pushed;
+    {
+      std::lock_guard lk(mu_);
+      QpCtx& q = ctx(qpn);
+      sync::store_release(&q.qpn, std::uint32_t{0});
+      pushed = store_->try_push(&q.qpn, sizeof(q.qpn));
+    }
+    outlast_kept();  // the peer's requester no longer uses the QP's rings through what it kept
     std::lock_guard lk(mu_);
     QpCtx& q = ctx(qpn);
-    sync::store_release(&q.qpn, std::uint32_t{0});
     // Free the rings only once no engine warp can still hold them; otherwise they stay
     // allocated (a failed engine, or a dead context, is not waited for).
-    if (!store_->try_push(&q.qpn, sizeof(q.qpn)) || !engine_->swept()) return;
+    if (!pushed || !engine_->swept()) return;
     store_->heap_release(q.sq_off);
     store_->heap_release(q.rq_off);
     store_->heap_release(q.dbrec_off);
@@ -273,6 +286,7 @@ class SoftProvider final : public Provider {
     q.min_rnr_timer = c.min_rnr_timer;
     store_->push(&q, sizeof(q));  // the engine does not touch a QP in INIT
     set_state(q, QpState::kRtr);
+    connected_.store(true);
   }
 
   void modify_to_rts(std::uint32_t qpn, std::uint8_t rnr_retry) override {
@@ -285,8 +299,11 @@ class SoftProvider final : public Provider {
   }
 
   void modify_to_error(std::uint32_t qpn) override {
-    std::lock_guard lk(mu_);
-    set_state(ctx(qpn), QpState::kError);
+    {
+      std::lock_guard lk(mu_);
+      set_state(ctx(qpn), QpState::kError);
+    }
+    outlast_kept();
   }
 
   ib::QpHandle qp_handle(std::uint32_t qpn) const override {
@@ -370,6 +387,12 @@ class SoftProvider final : public Provider {
 
  private:
   bool on_gpu() const { return store_->on_gpu(); }
+  /// After a change a peer's requester may have kept (soft::kKeptNs), made and published: wait
+  /// until no requester uses what it kept from before it. Nothing to wait for before a QP of
+  /// this device was ever connected.
+  void outlast_kept() const {
+    if (connected_.load()) std::this_thread::sleep_for(std::chrono::nanoseconds(2 * soft::kKeptNs));
+  }
   const soft::Arena& arena() const { return store_->arena(); }
   const soft::Arena& tab() const { return store_->tables(); }
 
@@ -398,6 +421,7 @@ class SoftProvider final : public Provider {
   std::deque<AsyncEvent> engine_events_;  ///< raised by the engines (failed copies, the GPU watchdog)
   std::atomic<std::uint32_t> qp_high_{0};
   std::mutex mu_;  ///< guards tables and heap; the CPU engine holds it for each sweep
+  std::atomic<bool> connected_{false};  ///< a QP of this device was connected (outlast_kept())
 };
 
 }  // namespace
