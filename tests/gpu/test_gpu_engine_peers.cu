@@ -94,6 +94,7 @@ struct TwoGpuPair {
   std::unique_ptr<gv::QueuePair> qp[2];
   std::unique_ptr<gv::MemoryRegion> mr[2];
   std::uint8_t* buf[2] = {};
+  std::uint32_t last_rkey1 = 0;  ///< mr[1]'s key once a test has deregistered it
 };
 
 TEST(GpuEngineTwoGpus, PingPongBetweenTwoEnginesOverPeerMemory) {
@@ -121,6 +122,85 @@ TEST(GpuEngineTwoGpus, PingPongBetweenTwoEnginesOverPeerMemory) {
   EXPECT_EQ(st[0], Status::kOk) << gv::to_string(st[0]);
   EXPECT_EQ(st[1], Status::kOk) << gv::to_string(st[1]);
   cudaFreeHost(st);
+}
+
+/// GPU 0 WRITEs 8 bytes into GPU 1's buffer through its engine and waits for the CQE (a failed
+/// CUDA call throws, as in TwoGpuPair).
+KernelResult write_across(TwoGpuPair& p, KernelResult* res) {
+  SendWr wr;
+  wr.opcode = WrOpcode::kRdmaWrite;
+  wr.flags = gv::ib::kWrSignaled;
+  wr.num_sge = 1;
+  wr.remote_addr = reinterpret_cast<std::uint64_t>(p.buf[1]);
+  wr.rkey = p.mr[1] ? p.mr[1]->rkey() : p.last_rkey1;
+  TwoGpuPair::ck(cudaSetDevice(0), "cudaSetDevice");
+  post_and_poll<<<1, 1, 0, p.s[0]>>>(p.qp[0]->device_handle(), p.cq[0]->device_handle(), wr,
+                                     Sge{reinterpret_cast<std::uint64_t>(p.buf[0]), 8, p.mr[0]->lkey()}, res);
+  TwoGpuPair::ck(cudaGetLastError(), "cudaGetLastError");
+  for (int g = 0; g < 2; ++g) {
+    TwoGpuPair::ck(cudaSetDevice(g), "cudaSetDevice");
+    TwoGpuPair::ck(cudaStreamSynchronize(p.s[g]), "cudaStreamSynchronize");
+  }
+  return *res;
+}
+
+/// GPU 1's first 8 bytes, after poisoning them with 0x5a (`poison`) or as they are.
+std::uint64_t gpu1_word(TwoGpuPair& p, bool poison) {
+  TwoGpuPair::ck(cudaSetDevice(1), "cudaSetDevice");
+  if (poison) TwoGpuPair::ck(cudaMemsetAsync(p.buf[1], 0x5a, 8, p.s[1]), "cudaMemsetAsync");
+  std::uint64_t w = 0;
+  TwoGpuPair::ck(cudaMemcpyAsync(&w, p.buf[1], 8, cudaMemcpyDeviceToHost, p.s[1]), "cudaMemcpyAsync");
+  TwoGpuPair::ck(cudaStreamSynchronize(p.s[1]), "cudaStreamSynchronize");
+  return w;
+}
+
+// The engine keeps the responder's QP and MR across visits for soft::kKeptNs (Hca::reach);
+// modify_to_error and dereg_mr on GPU 1 return only once GPU 0's engine no longer uses them.
+TEST(GpuEngineTwoGpus, AResponderMovedToErrorRefusesAPeerThatKeptIt) {
+  GV_REQUIRE_GPUS(2);
+  int can = 0;
+  GV_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
+  if (!can) GTEST_SKIP() << "GPUs 0 and 1 cannot access each other's memory";
+  KernelResult* res = nullptr;
+  GV_CUDA_CHECK(cudaMallocHost(&res, sizeof(*res)));
+  {
+    TwoGpuPair p(64, gv::QpCaps{});
+    KernelResult r = write_across(p, res);
+    ASSERT_EQ(r.poll, Status::kOk) << gv::to_string(r.poll);
+    ASSERT_EQ(r.c.status, Status::kOk) << gv::describe(r.c);
+    p.qp[1]->modify_to_error();
+    ASSERT_EQ(gpu1_word(p, true), 0x5a5a5a5a5a5a5a5aull);
+    r = write_across(p, res);
+    ASSERT_EQ(r.poll, Status::kOk) << gv::to_string(r.poll);
+    EXPECT_EQ(r.c.status, Status::kCompletionError) << gv::describe(r.c);
+    EXPECT_EQ(r.c.syndrome, m5::kSyndTransportRetryExcErr) << gv::describe(r.c);
+    EXPECT_EQ(gpu1_word(p, false), 0x5a5a5a5a5a5a5a5aull) << "the WRITE reached a QP in error";
+  }
+  GV_CUDA_CHECK(cudaFreeHost(res));
+}
+
+TEST(GpuEngineTwoGpus, ADeregisteredRegionRefusesAPeerThatKeptIt) {
+  GV_REQUIRE_GPUS(2);
+  int can = 0;
+  GV_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
+  if (!can) GTEST_SKIP() << "GPUs 0 and 1 cannot access each other's memory";
+  KernelResult* res = nullptr;
+  GV_CUDA_CHECK(cudaMallocHost(&res, sizeof(*res)));
+  {
+    TwoGpuPair p(64, gv::QpCaps{});
+    KernelResult r = write_across(p, res);
+    ASSERT_EQ(r.poll, Status::kOk) << gv::to_string(r.poll);
+    ASSERT_EQ(r.c.status, Status::kOk) << gv::describe(r.c);
+    p.last_rkey1 = p.mr[1]->rkey();
+    p.mr[1].reset();
+    ASSERT_EQ(gpu1_word(p, true), 0x5a5a5a5a5a5a5a5aull);
+    r = write_across(p, res);
+    ASSERT_EQ(r.poll, Status::kOk) << gv::to_string(r.poll);
+    EXPECT_EQ(r.c.status, Status::kCompletionError) << gv::describe(r.c);
+    EXPECT_EQ(r.c.syndrome, m5::kSyndRemoteAccessErr) << gv::describe(r.c);
+    EXPECT_EQ(gpu1_word(p, false), 0x5a5a5a5a5a5a5a5aull) << "the WRITE reached a deregistered region";
+  }
+  GV_CUDA_CHECK(cudaFreeHost(res));
 }
 
 /// RC order between a WRITE of several bytes and the one after it. Pair k: 64 inline bytes of
