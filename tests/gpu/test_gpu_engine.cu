@@ -304,7 +304,10 @@ TEST_F(GpuEngine, QpsComeAndGoWhileTheEngineRuns) {
     ch[0] = c1->device_handle();
     const std::size_t off = 4096 * round;
     const KernelResult r = run(write_to(reinterpret_cast<std::uint64_t>(buf[1] + off), mr[1]->rkey()), sge(0, off, 256));
-    ASSERT_EQ(r.poll, Status::kOk) << round << ": " << gv::describe(r.c);
+    std::string events;  // what the device reported besides the CQE (a doorbell fault, an overrun)
+    if (r.poll != Status::kOk)
+      while (const auto e = dev->poll_async_event()) events += " [" + e->message + "]";
+    ASSERT_EQ(r.poll, Status::kOk) << round << ": " << gv::describe(r.c) << events;
     ASSERT_EQ(stream->get(buf[1] + off, 256), std::vector<std::uint8_t>(host[0].begin() + off, host[0].begin() + off + 256));
   }
 }
