@@ -288,7 +288,8 @@ class GpuEnv {
 };
 
 /// Epochs are published every kEpochSweeps sweeps (and once at start); the table's high mark
-/// is read every kFlagSweeps sweeps, the beacon's stop flag every kStopSweeps.
+/// and the count of QPs created are read every kFlagSweeps sweeps, the beacon's stop flag
+/// every kStopSweeps.
 constexpr std::uint64_t kEpochSweeps = 16;
 constexpr std::uint64_t kFlagSweeps = 16;
 constexpr std::uint64_t kStopSweeps = 64;
@@ -342,7 +343,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
     sync::store_release(&h->epoch[warp], std::uint64_t{1});  // the first heartbeat
     if (warp == 0) sync::store_release(&beacon->started, 1u, sync::Scope::kSystem);
   }
-  std::uint32_t n = 0;
+  std::uint32_t n = 0, created = 0;
   for (;; ++sweeps) {
     // The host's flags change rarely: most sweeps cost the QPs' own loads only. The stop flag
     // lies in host memory (a PCIe round trip), the table's high mark in the arena; lane 0 reads
@@ -350,7 +351,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
     if (sweeps % kStopSweeps == 0 &&
         __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&beacon->stop) : 0u, 0) != 0)
       break;
-    if (sweeps % kFlagSweeps == 0) n = __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&h->qp_high) : 0u, 0);
+    if (sweeps % kFlagSweeps == 0) {
+      n = __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&h->qp_high) : 0u, 0);
+      // A QP created since: what L1 holds of its slot may be an earlier QP's (soft::Hca::serve).
+      if (const std::uint32_t c = __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&h->qps_created) : 0u, 0);
+          c != created) {
+        created = c;
+        sync::acquire_fence();
+      }
+    }
     // Lane l takes table rounds l, l + 32, ...: the warp's lanes visit up to 32 slots at once
     // (every lane takes the loop's turns together: round - lane is the same for all).
     for (std::uint32_t round = lane; (round - lane) * warps < n; round += 32) {
