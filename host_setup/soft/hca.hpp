@@ -163,18 +163,15 @@ class Hca {
   GV_HD GV_INLINE static bool serve(Env& env, QpCtx& q, bool check_qpn) {
     const Arena& a = env.own();
     // One round of polled loads (qpn, state, doorbell, doorbell record) for an idle QP; only
-    // a QP with work pays for the acquire fence. The rings' offsets are plain loads (on the GPU
-    // an L1 hit while the slot's QP lives); a reused slot's may still be its earlier QP's until
-    // the engine fences (the GPU engine does whenever a QP was created): checked after the
-    // acquire. The engine's own progress comes from L2 (load_field), never a stale line.
+    // a QP with work pays for the acquire fence. The QP's other fields are plain loads (on the
+    // GPU, L1 hits): a reused slot's may still be its earlier QP's until the engine fences (the
+    // GPU engine does whenever a QP was created), so a visit decides again after its acquire.
     const std::uint64_t dbrec_off = q.dbrec_off, doorbell_off = q.doorbell_off;
     const auto* dbrec = a.at<m5::QpDbrec>(dbrec_off);
     const std::uint32_t live = check_qpn ? sync::load_polled(&q.qpn) : 1u;
     const auto st = static_cast<QpState>(sync::load_polled(&q.state));
     const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(doorbell_off));
     const std::uint32_t snd = sync::load_polled(&dbrec->snd.raw);
-    const std::uint64_t sq_head = load_field(&q.sq_head), sq_rung = load_field(&q.sq_rung),
-                        last_doorbell = load_field(&q.last_doorbell);
     if (live == 0) return false;
     if (st == QpState::kError) {
       sync::acquire_fence();
@@ -188,14 +185,19 @@ class Hca {
     // WQE's control segment) is checked against our qpn. A poster publishes both behind one
     // release with no order between them (QpHandle::record_polled), so either may be seen
     // first: a record not yet seen is taken at a later visit.
-    const std::uint64_t rec = ib::widen(sq_head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
-    const bool rung = db != last_doorbell;
-    if (!rung && rec <= sq_rung && sq_head >= sq_rung) return false;
+    const auto work = [snd, db](std::uint64_t head, std::uint64_t rung_to, std::uint64_t last_db, std::uint64_t& rec) {
+      rec = ib::widen(head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
+      return db != last_db || rec > rung_to || head < rung_to;
+    };
+    std::uint64_t rec;
+    if (!work(q.sq_head, q.sq_rung, q.last_doorbell, rec)) return false;
     sync::acquire_fence();
     QpVisit v = begin_visit(q);
-    // Doorbell and record read through another QP's offsets: the next visit reads them again.
-    if (v.dbrec_off != dbrec_off || q.doorbell_off != doorbell_off) return false;
-    if (rung) {
+    // Decided again from the visit's own loads, current after the acquire (a doorbell and record
+    // read through another QP's offsets are read again at the next visit).
+    if (v.dbrec_off != dbrec_off || q.doorbell_off != doorbell_off || !work(v.sq_head, v.sq_rung, v.last_doorbell, rec))
+      return false;
+    if (db != v.last_doorbell) {
       v.last_doorbell = db;
       if ((byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8) != v.qpn) {
         raise_async(a, AsyncEventType::kQpFatal, v.qpn, db);
