@@ -165,7 +165,8 @@ class Hca {
     // One round of polled loads (qpn, state, doorbell, doorbell record) for an idle QP; only
     // a QP with work pays for the acquire fence. The QP's other fields are plain loads (on the
     // GPU, L1 hits): a reused slot's may still be its earlier QP's until the engine fences (the
-    // GPU engine does whenever a QP was created), so a visit decides again after its acquire.
+    // GPU engine does whenever a QP was created), so a visit acts only on what it loads after
+    // its acquire.
     const std::uint64_t dbrec_off = q.dbrec_off, doorbell_off = q.doorbell_off;
     const auto* dbrec = a.at<m5::QpDbrec>(dbrec_off);
     const std::uint32_t live = check_qpn ? sync::load_polled(&q.qpn) : 1u;
@@ -185,27 +186,23 @@ class Hca {
     // WQE's control segment) is checked against our qpn. A poster publishes both behind one
     // release with no order between them (QpHandle::record_polled), so either may be seen
     // first: a record not yet seen is taken at a later visit.
-    const auto work = [snd, db](std::uint64_t head, std::uint64_t rung_to, std::uint64_t last_db, std::uint64_t& rec) {
-      rec = ib::widen(head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
-      return db != last_db || rec > rung_to || head < rung_to;
-    };
-    std::uint64_t rec;
-    if (!work(q.sq_head, q.sq_rung, q.last_doorbell, rec)) return false;
+    std::uint64_t rec = ib::widen(q.sq_head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
+    if (db == q.last_doorbell && rec <= q.sq_rung && q.sq_head >= q.sq_rung) return false;
     sync::acquire_fence();
     QpVisit v = begin_visit(q);
-    // Decided again from the visit's own loads, current after the acquire (a doorbell and record
-    // read through another QP's offsets are read again at the next visit).
-    if (v.dbrec_off != dbrec_off || q.doorbell_off != doorbell_off || !work(v.sq_head, v.sq_rung, v.last_doorbell, rec))
-      return false;
-    if (db != v.last_doorbell) {
-      v.last_doorbell = db;
-      if ((byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8) != v.qpn) {
-        raise_async(a, AsyncEventType::kQpFatal, v.qpn, db);
-        set_qp_error(q);
-        end_visit(v);
-        return true;
-      }
+    // From here on only the visit's own loads, current after the acquire: the record widened
+    // from its head, the doorbell checked against its last one, and a doorbell and record
+    // read through another QP's offsets read again at the next visit.
+    const bool moved = v.dbrec_off != dbrec_off || q.doorbell_off != doorbell_off;
+    if (moved || (db != v.last_doorbell && (byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8) != v.qpn)) {
+      if (moved) return false;
+      raise_async(a, AsyncEventType::kQpFatal, v.qpn, db);
+      set_qp_error(q);
+      end_visit(v);
+      return true;
     }
+    v.last_doorbell = db;
+    rec = ib::widen(v.sq_head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
     if (rec > v.sq_rung) v.sq_rung = rec;
     bool progressed = false;
     Responder r = reach(env, v);
