@@ -128,7 +128,7 @@ struct ArenaHeader {
   // ---- GPU engine only (the CPU engine's loop lives in the host library) ----
   std::uint32_t qp_high;      ///< slots below this may hold QPs (host-written)
   /// QPs created (host-written): a warp that sees it change fences, so that what its SM's L1
-  /// holds of a reused slot's earlier QP is read afresh.
+  /// holds of a reused slot's earlier QP is read afresh (create_qp waits for that).
   std::uint32_t qps_created;
   /// Sweeps completed by each engine warp, published every few sweeps and at start: the
   /// heartbeat, and the quiescence point for destroy (an advance seen after a QP left the

@@ -163,15 +163,11 @@ class Hca {
   GV_HD GV_INLINE static bool serve(Env& env, QpCtx& q, bool check_qpn) {
     const Arena& a = env.own();
     // One round of polled loads (qpn, state, doorbell, doorbell record) for an idle QP; only
-    // a QP with work pays for the acquire fence. The QP's other fields are plain loads (on the
-    // GPU, L1 hits): a reused slot's may still be its earlier QP's until the engine fences (the
-    // GPU engine does whenever a QP was created), so a visit acts only on what it loads after
-    // its acquire.
-    const std::uint64_t dbrec_off = q.dbrec_off, doorbell_off = q.doorbell_off;
-    const auto* dbrec = a.at<m5::QpDbrec>(dbrec_off);
+    // a QP with work pays for the acquire fence.
+    const auto* dbrec = a.at<m5::QpDbrec>(q.dbrec_off);
     const std::uint32_t live = check_qpn ? sync::load_polled(&q.qpn) : 1u;
     const auto st = static_cast<QpState>(sync::load_polled(&q.state));
-    const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(doorbell_off));
+    const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(q.doorbell_off));
     const std::uint32_t snd = sync::load_polled(&dbrec->snd.raw);
     if (live == 0) return false;
     if (st == QpState::kError) {
@@ -186,23 +182,20 @@ class Hca {
     // WQE's control segment) is checked against our qpn. A poster publishes both behind one
     // release with no order between them (QpHandle::record_polled), so either may be seen
     // first: a record not yet seen is taken at a later visit.
-    std::uint64_t rec = ib::widen(q.sq_head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
-    if (db == q.last_doorbell && rec <= q.sq_rung && q.sq_head >= q.sq_rung) return false;
+    const std::uint64_t rec = ib::widen(q.sq_head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
+    const bool rung = db != q.last_doorbell;
+    if (!rung && rec <= q.sq_rung && q.sq_head >= q.sq_rung) return false;
     sync::acquire_fence();
     QpVisit v = begin_visit(q);
-    // From here on only the visit's own loads, current after the acquire: the record widened
-    // from its head, the doorbell checked against its last one, and a doorbell and record
-    // read through another QP's offsets read again at the next visit.
-    const bool moved = v.dbrec_off != dbrec_off || q.doorbell_off != doorbell_off;
-    if (moved || (db != v.last_doorbell && (byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8) != v.qpn)) {
-      if (moved) return false;
-      raise_async(a, AsyncEventType::kQpFatal, v.qpn, db);
-      set_qp_error(q);
-      end_visit(v);
-      return true;
+    if (rung) {
+      v.last_doorbell = db;
+      if ((byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8) != v.qpn) {
+        raise_async(a, AsyncEventType::kQpFatal, v.qpn, db);
+        set_qp_error(q);
+        end_visit(v);
+        return true;
+      }
     }
-    v.last_doorbell = db;
-    rec = ib::widen(v.sq_head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
     if (rec > v.sq_rung) v.sq_rung = rec;
     bool progressed = false;
     Responder r = reach(env, v);

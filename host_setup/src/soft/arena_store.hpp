@@ -39,6 +39,10 @@ class Engine {
   /// After a QP left the table (under the tables' lock): true once no part of the engine can
   /// still use its rings; false when that cannot be known (the caller then keeps them).
   virtual bool swept() noexcept { return true; }
+  /// After a QP was created (under the tables' lock): returns once no part of the engine can
+  /// act on what a cache of its own still holds of the slot's earlier QP (the GPU engine's
+  /// warps read the QP's fields as L1 hits until they fence).
+  virtual void forget_stale() noexcept {}
 };
 
 class ArenaStore {

@@ -340,6 +340,11 @@ class GpuEngine final : public Engine {
     start(true);
   }
 
+  /// A warp fences when it sees ArenaHeader::qps_created change, which it reads right after it
+  /// publishes its epoch: the first advance seen is followed by a sweep that reads it, the
+  /// second ends that sweep. A stopped engine starts with an empty L1.
+  void forget_stale() noexcept override { (void)(swept() && swept()); }
+
   /// Every engine warp has finished a sweep since the call (the CPU engine sweeps under the
   /// tables' lock instead). False, without waiting, for an engine the watchdog reported (it may
   /// never sweep again), and after 2 s without a sweep.

@@ -292,6 +292,8 @@ class GpuEnv {
 /// every kStopSweeps.
 constexpr std::uint64_t kEpochSweeps = 16;
 constexpr std::uint64_t kFlagSweeps = 16;
+static_assert(kFlagSweeps == kEpochSweeps,
+              "GpuEngine::forget_stale(): the flags are read in the sweep after an epoch is published");
 constexpr std::uint64_t kStopSweeps = 64;
 
 /// Warps per engine block: more warps take more blocks (one SM each, in practice), so the
@@ -353,7 +355,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
       break;
     if (sweeps % kFlagSweeps == 0) {
       n = __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&h->qp_high) : 0u, 0);
-      // A QP created since: what L1 holds of its slot may be an earlier QP's (soft::Hca::serve).
+      // A QP created since: what L1 holds of its slot may be an earlier QP's, which the polled
+      // round's plain loads would act on (GpuEngine::forget_stale() waits for this fence).
       if (const std::uint32_t c = __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&h->qps_created) : 0u, 0);
           c != created) {
         created = c;

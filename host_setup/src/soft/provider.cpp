@@ -223,6 +223,7 @@ class SoftProvider final : public Provider {
     store_->push(&q.qpn, sizeof(q.qpn));
     ++tab().hdr()->qps_created;  // the GPU engine's warps fence (L1 may hold the slot's earlier QP)
     store_->push(&tab().hdr()->qps_created, sizeof(std::uint32_t));
+    engine_->forget_stale();
     if (slot + 1 > qp_high_.load()) {
       qp_high_.store(slot + 1);
       tab().hdr()->qp_high = slot + 1;
