@@ -51,21 +51,30 @@ __device__ void move_run(std::byte* dst, const std::byte* src, std::uint64_t wor
   }
 }
 
-/// One lane moves n bytes, in the widest words both pointers allow.
-__device__ __noinline__ void move_solo(std::byte* dst, const std::byte* src, std::uint64_t n) {
+/// Move n bytes with `move(word, dst, src, bytes)`, in the widest words (16, 8, 4 bytes) both
+/// pointers allow, and the rest bytewise; `word` is a value of the word type.
+template <class Move>
+__device__ __forceinline__ void move_aligned(std::byte* dst, const std::byte* src, std::uint64_t n, Move move) {
   const auto align = reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src);
   std::uint64_t done = 0;
   if ((align & 15) == 0) {
     done = n & ~std::uint64_t{15};
-    move_run<uint4>(dst, src, done / 16);
+    move(uint4{}, dst, src, done);
   } else if ((align & 7) == 0) {
     done = n & ~std::uint64_t{7};
-    move_run<std::uint64_t>(dst, src, done / 8);
+    move(std::uint64_t{}, dst, src, done);
   } else if ((align & 3) == 0) {
     done = n & ~std::uint64_t{3};
-    move_run<std::uint32_t>(dst, src, done / 4);
+    move(std::uint32_t{}, dst, src, done);
   }
-  move_run<std::uint8_t>(dst + done, src + done, n - done);
+  move(std::uint8_t{}, dst + done, src + done, n - done);
+}
+
+/// One lane moves n bytes.
+__device__ __noinline__ void move_solo(std::byte* dst, const std::byte* src, std::uint64_t n) {
+  move_aligned(dst, src, n, [](auto word, std::byte* d, const std::byte* s, std::uint64_t bytes) {
+    move_run<decltype(word)>(d, s, bytes / sizeof(word));
+  });
 }
 
 /// One warp's data-mover job while it serves parked QPs: written by lane 0, executed by all 32
@@ -95,21 +104,11 @@ __device__ void move_words(std::byte* dst, const std::byte* src, std::uint64_t n
   for (; i < words; i += 32) d[i] = s[i];
 }
 
-/// Lane `lane`'s share of job j, in the widest words both pointers allow (see move_words).
+/// Lane `lane`'s share of job j (see move_words).
 __device__ __noinline__ void move_part(const MoveJob& j, unsigned lane) {
-  const auto align = reinterpret_cast<std::uintptr_t>(j.dst) | reinterpret_cast<std::uintptr_t>(j.src);
-  std::uint64_t done = 0;
-  if ((align & 15) == 0) {
-    done = j.n & ~std::uint64_t{15};
-    move_words<uint4>(j.dst, j.src, done, lane);
-  } else if ((align & 7) == 0) {
-    done = j.n & ~std::uint64_t{7};
-    move_words<std::uint64_t>(j.dst, j.src, done, lane);
-  } else if ((align & 3) == 0) {
-    done = j.n & ~std::uint64_t{3};
-    move_words<std::uint32_t>(j.dst, j.src, done, lane);
-  }
-  move_words<std::uint8_t>(j.dst + done, j.src + done, j.n - done, lane);
+  move_aligned(j.dst, j.src, j.n, [lane](auto word, std::byte* d, const std::byte* s, std::uint64_t bytes) {
+    move_words<decltype(word)>(d, s, bytes, lane);
+  });
 }
 
 /// The GPU engine's environment for soft::Hca (see the Env contract in soft/hca.hpp).
