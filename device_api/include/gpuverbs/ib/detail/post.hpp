@@ -74,19 +74,23 @@ GV_HD GV_INLINE Status validate(const QpHandle& qp, const SendWr& wr) {
 GV_HD GV_INLINE Octoword sq_write_wqe(const QpHandle& qp, std::uint64_t start, const SendWr& wr) {
   const std::uint32_t ds = wqe_ds(wr);
   const auto idx = static_cast<std::uint16_t>(start);
-  // A WQEBB (four octowords) at a time, each encoded before the first is stored, so the loads
-  // encoding takes (the SG list, an inline payload) are not ordered behind stores to the ring
-  // that might alias them. A one-WQEBB WQE (an inline payload of up to 44 bytes, one SGE, an
-  // atomic) is one round.
-  Octoword ctrl{};
-  for (std::uint32_t base = 0; base < ds; base += 4) {
+  if (ds <= 4) {
+    // One WQEBB (an inline payload of up to 44 bytes, one SGE, an atomic): every octoword is
+    // encoded before the first is stored, so the loads it takes (the SG list, an inline
+    // payload) are not ordered behind stores to the ring that might alias them. A case of its
+    // own, with constant octoword indices: one loop taking a WQEBB at a time for every size made
+    // the ping-pong 0.05-0.46 us slower (notes/verbs-gpu.md, ninth session).
     Octoword o[4];
     for (std::uint32_t k = 0; k < 4; ++k)
-      if (base + k < ds) o[k] = wqe_octoword(wr, base + k, idx, qp.qpn);
+      if (k < ds) o[k] = wqe_octoword(wr, k, idx, qp.qpn);
     for (std::uint32_t k = 0; k < 4; ++k)
-      if (base + k < ds) store_octoword(qp.sq + sq_octoword_offset(start, base + k, qp.sq_bbs), o[k]);
-    if (base == 0) ctrl = o[0];
+      if (k < ds) store_octoword(qp.sq + sq_octoword_offset(start, k, qp.sq_bbs), o[k]);
+    return o[0];
   }
+  const Octoword ctrl = wqe_octoword(wr, 0, idx, qp.qpn);
+  store_octoword(qp.sq + sq_octoword_offset(start, 0, qp.sq_bbs), ctrl);
+  for (std::uint32_t k = 1; k < ds; ++k)
+    store_octoword(qp.sq + sq_octoword_offset(start, k, qp.sq_bbs), wqe_octoword(wr, k, idx, qp.qpn));
   return ctrl;
 }
 
