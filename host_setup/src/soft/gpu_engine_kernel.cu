@@ -194,6 +194,8 @@ class GpuEnv {
   /// What this engine stored that is not yet ordered before its later stores: nothing; a
   /// message's last byte, stored with release (its bytes are ordered before it, but a later
   /// relaxed store may pass it); relaxed stores observed by this GPU only; or by the system.
+  /// kReleased does not say the release's scope and settles at system scope: keeping the two
+  /// apart measured slower (notes/verbs-gpu.md, ninth session).
   enum Unsettled : std::uint8_t { kNone, kReleased, kGpuOnly, kSystem };
   static __device__ Unsettled level(sync::Scope s) { return s == sync::Scope::kGpu ? kGpuOnly : kSystem; }
   /// After relaxed stores observed at scope s (a pending release may be of system scope).
