@@ -183,7 +183,10 @@ class ProtectionDomain {
 
 class MemoryRegion {
  public:
-  ~MemoryRegion();  ///< deregisters: later uses of the keys fail with protection errors
+  /// Deregisters: later uses of the keys fail with protection errors. On a soft device whose
+  /// QPs were ever connected it returns after 200 us, once no peer's engine still uses the
+  /// translation it kept (soft::kKeptNs); likewise ~QueuePair and modify_to_error.
+  ~MemoryRegion();
   std::uint32_t lkey() const;
   std::uint32_t rkey() const;
   void* addr() const;
