@@ -94,7 +94,6 @@ struct TwoGpuPair {
   std::unique_ptr<gv::QueuePair> qp[2];
   std::unique_ptr<gv::MemoryRegion> mr[2];
   std::uint8_t* buf[2] = {};
-  std::uint32_t last_rkey1 = 0;  ///< mr[1]'s key once a test has deregistered it
 };
 
 TEST(GpuEngineTwoGpus, PingPongBetweenTwoEnginesOverPeerMemory) {
@@ -124,15 +123,15 @@ TEST(GpuEngineTwoGpus, PingPongBetweenTwoEnginesOverPeerMemory) {
   cudaFreeHost(st);
 }
 
-/// GPU 0 WRITEs 8 bytes into GPU 1's buffer through its engine and waits for the CQE (a failed
-/// CUDA call throws, as in TwoGpuPair).
-KernelResult write_across(TwoGpuPair& p, KernelResult* res) {
+/// GPU 0 WRITEs 8 bytes into GPU 1's buffer under `rkey` through its engine and waits for the
+/// CQE (a failed CUDA call throws, as in TwoGpuPair).
+KernelResult write_across(TwoGpuPair& p, std::uint32_t rkey, KernelResult* res) {
   SendWr wr;
   wr.opcode = WrOpcode::kRdmaWrite;
   wr.flags = gv::ib::kWrSignaled;
   wr.num_sge = 1;
   wr.remote_addr = reinterpret_cast<std::uint64_t>(p.buf[1]);
-  wr.rkey = p.mr[1] ? p.mr[1]->rkey() : p.last_rkey1;
+  wr.rkey = rkey;
   TwoGpuPair::ck(cudaSetDevice(0), "cudaSetDevice");
   post_and_poll<<<1, 1, 0, p.s[0]>>>(p.qp[0]->device_handle(), p.cq[0]->device_handle(), wr,
                                      Sge{reinterpret_cast<std::uint64_t>(p.buf[0]), 8, p.mr[0]->lkey()}, res);
@@ -154,29 +153,37 @@ std::uint64_t gpu1_word(TwoGpuPair& p, bool poison) {
   return w;
 }
 
-// The engine keeps the responder's QP and MR across visits for soft::kKeptNs (Hca::reach);
-// modify_to_error and dereg_mr on GPU 1 return only once GPU 0's engine no longer uses them.
+/// The engine keeps the responder's QP and MR across visits for soft::kKeptNs (Hca::reach): a
+/// WRITE from GPU 0 succeeds (its engine now keeps GPU 1's side), `revoke(p)` changes GPU 1's
+/// side, which returns only once GPU 0's engine no longer uses what it kept, and the next WRITE
+/// fails with `syndrome`, GPU 1's poisoned bytes untouched.
+template <class Revoke>
+void expect_kept_responder_revoked(Revoke revoke, std::uint8_t syndrome) {
+  KernelResult* res = nullptr;
+  GV_CUDA_CHECK(cudaMallocHost(&res, sizeof(*res)));
+  {
+    TwoGpuPair p(64, gv::QpCaps{});
+    const std::uint32_t rkey = p.mr[1]->rkey();
+    KernelResult r = write_across(p, rkey, res);
+    EXPECT_EQ(r.poll, Status::kOk) << gv::to_string(r.poll);
+    EXPECT_EQ(r.c.status, Status::kOk) << gv::describe(r.c);
+    revoke(p);
+    EXPECT_EQ(gpu1_word(p, true), 0x5a5a5a5a5a5a5a5aull);
+    r = write_across(p, rkey, res);
+    EXPECT_EQ(r.poll, Status::kCompletionError) << gv::to_string(r.poll);
+    EXPECT_EQ(r.c.status, Status::kCompletionError) << gv::describe(r.c);
+    EXPECT_EQ(r.c.syndrome, syndrome) << gv::describe(r.c);
+    EXPECT_EQ(gpu1_word(p, false), 0x5a5a5a5a5a5a5a5aull) << "the WRITE reached GPU 1's buffer";
+  }
+  GV_CUDA_CHECK(cudaFreeHost(res));
+}
+
 TEST(GpuEngineTwoGpus, AResponderMovedToErrorRefusesAPeerThatKeptIt) {
   GV_REQUIRE_GPUS(2);
   int can = 0;
   GV_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
   if (!can) GTEST_SKIP() << "GPUs 0 and 1 cannot access each other's memory";
-  KernelResult* res = nullptr;
-  GV_CUDA_CHECK(cudaMallocHost(&res, sizeof(*res)));
-  {
-    TwoGpuPair p(64, gv::QpCaps{});
-    KernelResult r = write_across(p, res);
-    ASSERT_EQ(r.poll, Status::kOk) << gv::to_string(r.poll);
-    ASSERT_EQ(r.c.status, Status::kOk) << gv::describe(r.c);
-    p.qp[1]->modify_to_error();
-    ASSERT_EQ(gpu1_word(p, true), 0x5a5a5a5a5a5a5a5aull);
-    r = write_across(p, res);
-    EXPECT_EQ(r.poll, Status::kCompletionError) << gv::to_string(r.poll);
-    EXPECT_EQ(r.c.status, Status::kCompletionError) << gv::describe(r.c);
-    EXPECT_EQ(r.c.syndrome, m5::kSyndTransportRetryExcErr) << gv::describe(r.c);
-    EXPECT_EQ(gpu1_word(p, false), 0x5a5a5a5a5a5a5a5aull) << "the WRITE reached a QP in error";
-  }
-  GV_CUDA_CHECK(cudaFreeHost(res));
+  expect_kept_responder_revoked([](TwoGpuPair& p) { p.qp[1]->modify_to_error(); }, m5::kSyndTransportRetryExcErr);
 }
 
 TEST(GpuEngineTwoGpus, ADeregisteredRegionRefusesAPeerThatKeptIt) {
@@ -184,23 +191,7 @@ TEST(GpuEngineTwoGpus, ADeregisteredRegionRefusesAPeerThatKeptIt) {
   int can = 0;
   GV_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, 0, 1));
   if (!can) GTEST_SKIP() << "GPUs 0 and 1 cannot access each other's memory";
-  KernelResult* res = nullptr;
-  GV_CUDA_CHECK(cudaMallocHost(&res, sizeof(*res)));
-  {
-    TwoGpuPair p(64, gv::QpCaps{});
-    KernelResult r = write_across(p, res);
-    ASSERT_EQ(r.poll, Status::kOk) << gv::to_string(r.poll);
-    ASSERT_EQ(r.c.status, Status::kOk) << gv::describe(r.c);
-    p.last_rkey1 = p.mr[1]->rkey();
-    p.mr[1].reset();
-    ASSERT_EQ(gpu1_word(p, true), 0x5a5a5a5a5a5a5a5aull);
-    r = write_across(p, res);
-    EXPECT_EQ(r.poll, Status::kCompletionError) << gv::to_string(r.poll);
-    EXPECT_EQ(r.c.status, Status::kCompletionError) << gv::describe(r.c);
-    EXPECT_EQ(r.c.syndrome, m5::kSyndRemoteAccessErr) << gv::describe(r.c);
-    EXPECT_EQ(gpu1_word(p, false), 0x5a5a5a5a5a5a5a5aull) << "the WRITE reached a deregistered region";
-  }
-  GV_CUDA_CHECK(cudaFreeHost(res));
+  expect_kept_responder_revoked([](TwoGpuPair& p) { p.mr[1].reset(); }, m5::kSyndRemoteAccessErr);
 }
 
 /// RC order between a WRITE of several bytes and the one after it. Pair k: 64 inline bytes of
