@@ -186,7 +186,9 @@ TEST_F(SoftErrors, AKeptRemoteKeyIsRevokedByItsDeregistration) {
   post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), rkey));
   c = wait_cqe(*a);
   ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
-  b_buf->mr.reset();
+  const auto t0 = std::chrono::steady_clock::now();
+  b_buf->mr.reset();  // returns once no peer uses the MR it kept (twice soft::kKeptNs)
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::nanoseconds(2 * gv::soft::kKeptNs));
   post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), rkey));
   c = wait_cqe(*a);
   EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
