@@ -233,16 +233,13 @@ class SoftProvider final : public Provider {
   }
 
   void destroy_qp(std::uint32_t qpn) override {
-    bool pushed;
-    {
-      std::lock_guard lk(mu_);
-      QpCtx& q = ctx(qpn);
-      sync::store_release(&q.qpn, std::uint32_t{0});
-      pushed = store_->try_push(&q.qpn, sizeof(q.qpn));
-    }
-    outlast_kept();  // the peer's requester no longer uses the QP's rings through what it kept
     std::lock_guard lk(mu_);
     QpCtx& q = ctx(qpn);
+    sync::store_release(&q.qpn, std::uint32_t{0});
+    const bool pushed = store_->try_push(&q.qpn, sizeof(q.qpn));
+    // Under the lock, so that no create_qp takes the slot while the peer's requester may still
+    // use what it kept of this QP (its receive queue's offsets among them).
+    outlast_kept();
     // Free the rings only once no engine warp can still hold them; otherwise they stay
     // allocated (a failed engine, or a dead context, is not waited for).
     if (!pushed || !engine_->swept()) return;
