@@ -173,7 +173,7 @@ class GpuEnv {
     const sync::Scope scope = scope_of(dst);
     // The single store inline: through put_out()'s call it took about 0.5 us a WQE (a per-step
     // trace of the ping-pong on one H200, notes/verbs-gpu.md).
-    unsettled_ = put_bytes(dst, v, n, publish, scope, unsettled_);
+    if (!put_single(dst, v, n, publish, scope, unsettled_)) unsettled_ = put_out(dst, v, n, publish, scope, unsettled_);
   }
 
   /// Order every byte copy() and put() stored before what this engine stores next.
@@ -215,7 +215,9 @@ class GpuEnv {
     if (n <= 8) {
       std::uint64_t v = 0;
       for (std::uint64_t i = 0; i < n; ++i) v |= std::uint64_t{static_cast<std::uint8_t>(src[i])} << (8 * i);
-      return put_bytes(dst, v, static_cast<std::uint32_t>(n), publish, scope, u);
+      return put_single(dst, v, static_cast<std::uint32_t>(n), publish, scope, u)
+                 ? u
+                 : put_out(dst, v, static_cast<std::uint32_t>(n), publish, scope, u);
     }
     const std::uint64_t body = publish ? n - 1 : n;
     const auto last = static_cast<std::uint8_t>(src[n - 1]);  // loaded beside the body's loads
@@ -250,12 +252,6 @@ class GpuEnv {
     }
     u = level(scope);
     return true;
-  }
-
-  /// put() and a copy() of up to 8 bytes: put_single(), or else put_out(); returns the new u.
-  static __device__ __forceinline__ Unsettled put_bytes(std::byte* dst, std::uint64_t v, std::uint32_t n, bool publish,
-                                                        sync::Scope scope, Unsettled u) {
-    return put_single(dst, v, n, publish, scope, u) ? u : put_out(dst, v, n, publish, scope, u);
   }
 
   /// put() to dst, which `scope` observes, after stores unsettled at `u`, when put_single() does
