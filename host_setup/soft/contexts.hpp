@@ -106,12 +106,12 @@ struct QpCtx {
   std::uint32_t rnr_active;
   std::uint64_t rnr_resume_ns;
   std::uint32_t last_rkey;    ///< remote key of the last WQE that named one (the next visit's first guess)
-  std::uint32_t pad;
+  std::uint32_t resp_mr_key;  ///< key of resp_mr (0: none kept)
   // The responder kept across visits (Hca::reach): its QP's fields and state, and the MR of
   // one remote key, used for kKeptNs after resp_at.
   std::uint64_t resp_at;      ///< engine time (now_ns) before they were loaded; 0: nothing kept
   PeerQp resp_conn;
-  MrEntry resp_mr;            ///< key 0: no MR kept
+  MrEntry resp_mr;
   // ---- responder progress: claimed with CAS by the peer's engine (deliveries) and by
   //      this arena's engine (flushes after an error) ----
   std::uint64_t rq_head;      ///< next receive WQE to consume

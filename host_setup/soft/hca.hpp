@@ -136,8 +136,8 @@ class Hca {
     if (q.resp_at != 0 && now - q.resp_at < kKeptNs) {
       r.at = q.resp_at;
       r.conn = q.resp_conn;
+      r.mr_key = q.resp_mr_key;
       r.mr = q.resp_mr;
-      r.mr_key = r.mr.key;
       return r;
     }
     r.at = now;
@@ -155,7 +155,8 @@ class Hca {
   GV_HD GV_INLINE static void keep(QpCtx& q, const Responder& r) {
     if (!r.loaded) return;
     q.resp_conn = r.conn;
-    q.resp_mr = r.mr.key == r.mr_key ? r.mr : MrEntry{};
+    q.resp_mr = r.mr;
+    q.resp_mr_key = r.mr.key == r.mr_key ? r.mr_key : 0;
     q.resp_at = r.at;
   }
 
