@@ -15,7 +15,7 @@
 namespace gv::soft {
 
 inline constexpr std::uint64_t kArenaMagic = 0x6770757665726273ull;  // "gpuverbs"
-inline constexpr std::uint32_t kArenaVersion = 5;
+inline constexpr std::uint32_t kArenaVersion = 6;
 inline constexpr std::uint32_t kQpnBase = 0x40;     ///< qpn = kQpnBase + slot
 inline constexpr std::uint32_t kMaxPathLen = 64;
 inline constexpr std::uint32_t kAsyncEventSlots = 64;
@@ -74,12 +74,22 @@ struct PeerQp {
   std::uint64_t rq_off, dbrec_off;
 };
 
-/// How long a requester uses what it kept of its responder (QpCtx::resp_at) before it loads it
+/// How long a requester uses what it kept of its responder (KeptResponder::at) before it loads it
 /// again. The host library waits twice as long after a change a requester may have kept (an MR
 /// deregistered, a QP moved to error or destroyed) before it returns, so that no requester
 /// still uses the old state: a lease, where an HCA would invalidate its caches by command (an
 /// engine cannot safely write into a peer's arena that may be gone).
 inline constexpr std::uint64_t kKeptNs = 100'000;
+
+/// What a requester keeps of its responder across visits (Hca::reach): its QP's fields and
+/// state, and the MR of one remote key, used for kKeptNs after `at`.
+struct KeptResponder {
+  std::uint64_t at;           ///< engine time (now_ns) before they were loaded; 0: nothing kept
+  PeerQp conn;
+  std::uint32_t mr_key;       ///< key of `mr` (0: none kept)
+  std::uint32_t pad;
+  MrEntry mr;
+};
 
 struct QpCtx {
   // ---- written by the owning host library ----
@@ -106,12 +116,7 @@ struct QpCtx {
   std::uint32_t rnr_active;
   std::uint64_t rnr_resume_ns;
   std::uint32_t last_rkey;    ///< remote key of the last WQE that named one (the next visit's first guess)
-  std::uint32_t resp_mr_key;  ///< key of resp_mr (0: none kept)
-  // The responder kept across visits (Hca::reach): its QP's fields and state, and the MR of
-  // one remote key, used for kKeptNs after resp_at.
-  std::uint64_t resp_at;      ///< engine time (now_ns) before they were loaded; 0: nothing kept
-  PeerQp resp_conn;
-  MrEntry resp_mr;
+  KeptResponder resp;         ///< the responder kept across visits
   // ---- responder progress: claimed with CAS by the peer's engine (deliveries) and by
   //      this arena's engine (flushes after an error) ----
   std::uint64_t rq_head;      ///< next receive WQE to consume

@@ -95,12 +95,16 @@ class Hca {
 
   /// Serve one QP of this engine's arena (q holds a QP): execute rung WQEs, or flush
   /// everything after an error. Returns true if anything happened (for idle back-off).
-  GV_HD GV_INLINE static bool step(Env& env, QpCtx& q) { return serve(env, q, false); }
+  GV_HD GV_INLINE static bool step(Env& env, QpCtx& q) { return serve(env, q, false, nullptr); }
 
   /// step() for a table slot that may be free: its qpn is loaded in the same round as its
   /// doorbell (a free slot's stale offsets still point into the arena, so those loads are
-  /// harmless). For the GPU engine; on the host the qpn's acquire must come first.
-  GV_HD GV_INLINE static bool step_slot(Env& env, QpCtx& q) { return serve(env, q, true); }
+  /// harmless). For the GPU engine; on the host the qpn's acquire must come first. With `kept`
+  /// (the engine's copy of this slot's last visit, KeptVisit; null: none), a visit starts from
+  /// it while it is valid and leaves it valid for the next one.
+  GV_HD GV_INLINE static bool step_slot(Env& env, QpCtx& q, KeptVisit* kept = nullptr) {
+    return serve(env, q, true, kept);
+  }
 
  private:
   /// What a visit knows of the responder: its QP's connection fields and state, and the MR of
@@ -119,25 +123,24 @@ class Hca {
     bool loaded = false;      ///< this visit loaded something its QpCtx does not keep yet
   };
 
-  /// The responder as the visit begins: what the QP kept, for kKeptNs after it was loaded;
-  /// otherwise its QP's fields, and the MR of the remote key this QP named last (a stream of
-  /// WRITEs names one region), loaded before the first WQE is parsed, so that across GPUs the
-  /// round trip runs beside the WQE's own loads and parse. A WQE naming another key loads its
-  /// MR (execute()).
-  GV_HD GV_INLINE static Responder reach(Env& env, const QpVisit& v) {
+  /// The responder as the visit begins: what the QP kept (`k`), for kKeptNs after it was
+  /// loaded; otherwise its QP's fields, and the MR of the remote key this QP named last (a
+  /// stream of WRITEs names one region), loaded before the first WQE is parsed, so that across
+  /// GPUs the round trip runs beside the WQE's own loads and parse. A WQE naming another key
+  /// loads its MR (execute()).
+  GV_HD GV_INLINE static Responder reach(Env& env, const QpVisit& v, const KeptResponder& k) {
     Responder r;
     r.arena = env.peer(v);
     const std::uint32_t pslot = v.peer_qpn - kQpnBase;
     if (r.arena.base == nullptr || v.peer_qpn < kQpnBase || pslot >= kMaxQps) return r;
     r.live = r.arena.qps() + pslot;
-    const QpCtx& q = *v.ctx;
     const std::uint64_t now = env.now_ns();
     // (A clock that went back reads as expired.)
-    if (q.resp_at != 0 && now - q.resp_at < kKeptNs) {
-      r.at = q.resp_at;
-      r.conn = q.resp_conn;
-      r.mr_key = q.resp_mr_key;
-      r.mr = q.resp_mr;
+    if (k.at != 0 && now - k.at < kKeptNs) {
+      r.at = k.at;
+      r.conn = k.conn;
+      r.mr_key = k.mr_key;
+      r.mr = k.mr;
       return r;
     }
     r.at = now;
@@ -150,25 +153,30 @@ class Hca {
     return r;
   }
 
-  /// Keep what the visit loaded of the responder for later visits. An MR whose key did not
-  /// match is not kept (a later registration may give that key).
-  GV_HD GV_INLINE static void keep(QpCtx& q, const Responder& r) {
-    if (!r.loaded) return;
-    q.resp_conn = r.conn;
-    q.resp_mr = r.mr;
-    q.resp_mr_key = r.mr.key == r.mr_key ? r.mr_key : 0;
-    q.resp_at = r.at;
+  /// What the visit knows of the responder, as a later visit may keep it. An MR whose key did
+  /// not match is not kept (a later registration may give that key).
+  GV_HD GV_INLINE static KeptResponder kept_of(const Responder& r) {
+    KeptResponder k{};
+    k.at = r.at;
+    k.conn = r.conn;
+    k.mr_key = r.mr.key == r.mr_key ? r.mr_key : 0;
+    k.mr = r.mr;
+    return k;
   }
 
-  GV_HD GV_INLINE static bool serve(Env& env, QpCtx& q, bool check_qpn) {
+  GV_HD GV_INLINE static bool serve(Env& env, QpCtx& q, bool check_qpn, KeptVisit* kept) {
     const Arena& a = env.own();
+    // A valid kept visit says where the doorbells lie and what was executed, on chip;
+    // otherwise the QP's own fields do.
+    const bool cached = kept != nullptr && kept->valid != 0;
     // One round of polled loads (qpn, state, doorbell, doorbell record) for an idle QP; only
     // a QP with work pays for the acquire fence.
-    const auto* dbrec = a.at<m5::QpDbrec>(q.dbrec_off);
+    const auto* dbrec = a.at<m5::QpDbrec>(cached ? kept->v.dbrec_off : q.dbrec_off);
     const std::uint32_t live = check_qpn ? sync::load_polled(&q.qpn) : 1u;
     const auto st = static_cast<QpState>(sync::load_polled(&q.state));
-    const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(q.doorbell_off));
+    const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(cached ? kept->doorbell_off : q.doorbell_off));
     const std::uint32_t snd = sync::load_polled(&dbrec->snd.raw);
+    if (kept != nullptr && (live == 0 || st != QpState::kRts)) kept->valid = 0;
     if (live == 0) return false;
     if (st == QpState::kError) {
       sync::acquire_fence();
@@ -182,38 +190,53 @@ class Hca {
     // WQE's control segment) is checked against our qpn. A poster publishes both behind one
     // release with no order between them (QpHandle::record_polled), so either may be seen
     // first: a record not yet seen is taken at a later visit.
-    const std::uint64_t rec = ib::widen(q.sq_head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
-    const bool rung = db != q.last_doorbell;
-    if (!rung && rec <= q.sq_rung && q.sq_head >= q.sq_rung) return false;
+    const std::uint64_t head = cached ? kept->v.sq_head : q.sq_head;
+    const std::uint64_t rung_to = cached ? kept->v.sq_rung : q.sq_rung;
+    const std::uint64_t rec = ib::widen(head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
+    const bool rung = db != (cached ? kept->v.last_doorbell : q.last_doorbell);
+    if (!rung && rec <= rung_to && head >= rung_to) return false;
     sync::acquire_fence();
-    QpVisit v = begin_visit(q);
+    QpVisit v = cached ? kept->v : begin_visit(q);
     if (rung) {
       v.last_doorbell = db;
       if ((byteswap(static_cast<std::uint32_t>(db >> 32)) >> 8) != v.qpn) {
         raise_async(a, AsyncEventType::kQpFatal, v.qpn, db);
         set_qp_error(q);
         end_visit(v);
+        if (kept != nullptr) kept->valid = 0;
         return true;
       }
     }
     if (rec > v.sq_rung) v.sq_rung = rec;
-    bool progressed = false;
-    Responder r = reach(env, v);
+    bool progressed = false, keeps = kept != nullptr;
+    Responder r = reach(env, v, cached ? kept->resp : q.resp);
     for (int n = 0; n < kBurst && v.sq_head < v.sq_rung; ++n) {
       if (v.rnr_active && env.now_ns() < v.rnr_resume_ns) break;
       ParsedWqe w;
       const Exec e = execute(env, v, w, r);
+      // A deferred WQE parks the QP: its warp visits it next, from the QP's memory.
+      if (e == Exec::kDeferred) keeps = false;
       if (e == Exec::kRnrWait || e == Exec::kDeferred) break;
       progressed = true;
       v.rnr_active = 0;
       v.sq_head += w.nbb;
       if (e == Exec::kFailed) {
         set_qp_error(q);
+        keeps = false;
         break;
       }
     }
     end_visit(v);
-    keep(q, r);
+    const KeptResponder k = kept_of(r);
+    if (r.loaded) q.resp = k;
+    if (keeps) {
+      if (!cached) kept->doorbell_off = q.doorbell_off;
+      kept->v = v;
+      kept->resp = k;
+      kept->valid = 1;
+    } else if (kept != nullptr) {
+      kept->valid = 0;
+    }
     env.settle();
     return progressed;
   }

@@ -334,9 +334,14 @@ __device__ __forceinline__ void serve_parked(Arena arena, std::int32_t pid, Move
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
     engine_kernel(Arena arena, std::int32_t pid, std::uint32_t warps, EngineBeacon* beacon) {
   __shared__ MoveJob jobs[kWarpsPerBlock];
+  // Every lane's kept visit of its first slot (table round `lane`), one per thread of the block
+  // (dynamic: launch_gpu_engine sizes it).
+  extern __shared__ soft::KeptVisit kept_visits[];
   const unsigned warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp >= warps) return;  // the last block's spare warps (whole warps: blocks are warps wide)
   MoveJob* job = &jobs[threadIdx.x / 32];
+  soft::KeptVisit* const kept = &kept_visits[threadIdx.x];
+  kept->valid = 0;
   if (lane == 0) job->stop = 0;
   __syncwarp();
   GpuEnv env(arena, pid, nullptr);  // this lane's engine: it moves alone
@@ -358,17 +363,19 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
       n = __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&h->qp_high) : 0u, 0);
       // A QP created since: what L1 holds of its slot may be an earlier QP's, which the polled
       // round's plain loads would act on (GpuEngine::forget_stale() waits for this fence).
+      // A lane's kept visit is dropped too: its slot may hold a new QP.
       if (const std::uint32_t c = __shfl_sync(~0u, lane == 0 ? sync::load_host_flag(&h->qps_created) : 0u, 0);
           c != created) {
         created = c;
         sync::acquire_fence();
+        kept->valid = 0;
       }
     }
     // Lane l takes table rounds l, l + 32, ...: the warp's lanes visit up to 32 slots at once
     // (every lane takes the loop's turns together: round - lane is the same for all).
     for (std::uint32_t round = lane; (round - lane) * warps < n; round += 32) {
       const std::uint32_t slot = soft::engine_slot(warp, round, warps);
-      if (slot < n) soft::Hca<GpuEnv>::step_slot(env, arena.qps()[slot]);
+      if (slot < n) soft::Hca<GpuEnv>::step_slot(env, arena.qps()[slot], round == lane ? kept : nullptr);
       // Every lane's visit is over: the warp, converged, serves the QPs that were parked.
       if (const unsigned parked = __ballot_sync(~0u, env.take_parked()); parked != 0)
         serve_parked(arena, pid, job, lane, parked, warp, round - lane, warps);
@@ -383,7 +390,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 1)
 cudaError_t launch_gpu_engine(cudaStream_t stream, soft::Arena arena, std::int32_t pid,
                               std::uint32_t warps, EngineBeacon* beacon) {
   const std::uint32_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  engine_kernel<<<blocks, 32 * (warps < kWarpsPerBlock ? warps : kWarpsPerBlock), 0, stream>>>(arena, pid, warps, beacon);
+  const std::uint32_t threads = 32 * (warps < kWarpsPerBlock ? warps : kWarpsPerBlock);
+  const std::size_t kept_bytes = threads * sizeof(soft::KeptVisit);  // past the 48 KiB default at 8 warps
+  if (const cudaError_t e = cudaFuncSetAttribute(engine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(kept_bytes));
+      e != cudaSuccess)
+    return e;
+  engine_kernel<<<blocks, threads, kept_bytes, stream>>>(arena, pid, warps, beacon);
   return cudaGetLastError();
 }
 
