@@ -81,6 +81,27 @@ struct PeerQp {
 /// engine cannot safely write into a peer's arena that may be gone).
 inline constexpr std::uint64_t kKeptNs = 100'000;
 
+/// Where a CQ's ring and doorbell record lie and a consumer index it had reached, as a producer
+/// in another arena keeps them (push_cqe): the index only grows, so a CQE that fits below it
+/// fits, and the record is read again only when the ring looks full.
+struct CqHint {
+  std::uint64_t ring_off;
+  std::uint64_t dbrec_off;
+  std::uint64_t ci;           ///< a consumer index the CQ had reached (0 is one)
+  std::uint32_t log_cqes;
+  std::uint32_t known;        ///< 0: ring_off, dbrec_off and log_cqes not loaded yet
+};
+
+/// What a requester keeps of its responder's receive side, each checked where it is used: the
+/// receive it claims next (the responder's engine claims receives only to flush them) below a
+/// count of posted receives it read (which only grows), and the receive CQ (Hca::claim_peer_recv).
+/// Cleared whenever the responder is loaded afresh (Hca::reach), so never older than its lease.
+struct RecvHints {
+  std::uint64_t rq_next;
+  std::uint64_t rq_posted;    ///< 0: not read
+  CqHint rcq;
+};
+
 /// What a requester keeps of its responder across visits (Hca::reach): its QP's fields and
 /// state, and the MR of one remote key, used for kKeptNs after `at`.
 struct KeptResponder {
@@ -117,6 +138,7 @@ struct QpCtx {
   std::uint64_t rnr_resume_ns;
   std::uint32_t last_rkey;    ///< remote key of the last WQE that named one (the next visit's first guess)
   KeptResponder resp;         ///< the responder kept across visits
+  RecvHints recv;             ///< its receive side
   // ---- responder progress: claimed with CAS by the peer's engine (deliveries) and by
   //      this arena's engine (flushes after an error) ----
   std::uint64_t rq_head;      ///< next receive WQE to consume

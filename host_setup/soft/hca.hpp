@@ -120,7 +120,8 @@ class Hca {
     std::uint32_t mr_key = 0;  ///< key of `mr` (0: none loaded)
     MrEntry mr{};
     std::uint64_t at = 0;     ///< engine time before `conn` was loaded
-    bool loaded = false;      ///< this visit loaded something its QpCtx does not keep yet
+    RecvHints* recv = nullptr;  ///< its receive side's hints, where the visit keeps them
+    bool loaded = false;      ///< this visit loaded or learned something its QpCtx does not keep yet
   };
 
   /// The responder as the visit begins: what the QP kept (`k`), for kKeptNs after it was
@@ -128,8 +129,9 @@ class Hca {
   /// stream of WRITEs names one region), loaded before the first WQE is parsed, so that across
   /// GPUs the round trip runs beside the WQE's own loads and parse. A WQE naming another key
   /// loads its MR (execute()).
-  GV_HD GV_INLINE static Responder reach(Env& env, const QpVisit& v, const KeptResponder& k) {
+  GV_HD GV_INLINE static Responder reach(Env& env, const QpVisit& v, const KeptResponder& k, RecvHints* recv) {
     Responder r;
+    r.recv = recv;
     r.arena = env.peer(v);
     const std::uint32_t pslot = v.peer_qpn - kQpnBase;
     if (r.arena.base == nullptr || v.peer_qpn < kQpnBase || pslot >= kMaxQps) return r;
@@ -145,6 +147,8 @@ class Hca {
     }
     r.at = now;
     r.loaded = true;
+    *recv = RecvHints{};  // and the QP's own, which a later visit may start from
+    v.ctx->recv = RecvHints{};
     r.conn = load_peer_qp(r.live);
     if (v.last_rkey != 0) {
       r.mr = load_mr(r.arena, v.last_rkey, 1);
@@ -209,7 +213,7 @@ class Hca {
     }
     if (rec > v.sq_rung) v.sq_rung = rec;
     bool progressed = false, keeps = kept != nullptr;
-    Responder r = reach(env, v, cached ? kept->resp : q.resp);
+    Responder r = reach(env, v, cached ? kept->resp : q.resp, cached ? &kept->recv : &q.recv);
     for (int n = 0; n < kBurst && v.sq_head < v.sq_rung; ++n) {
       if (v.rnr_active && env.now_ns() < v.rnr_resume_ns) break;
       ParsedWqe w;
@@ -230,7 +234,10 @@ class Hca {
     const KeptResponder k = kept_of(r);
     if (r.loaded) q.resp = k;
     if (keeps) {
-      if (!cached) kept->doorbell_off = q.doorbell_off;
+      if (!cached) {
+        kept->doorbell_off = q.doorbell_off;
+        kept->recv = q.recv;
+      }
       kept->v = v;
       kept->resp = k;
       kept->valid = 1;
@@ -268,23 +275,44 @@ class Hca {
   }
 
   /// Take the next receive WQE of the QP whose doorbell record lies at `dbrec_off` of `pa`
-  /// and whose receive counter is `rq_head`, or report that none is posted.
+  /// and whose receive counter is `rq_head`, or report that none is posted. `posted`: the
+  /// count of posted receives the record said.
   GV_HD GV_INLINE static bool claim_recv(const Arena& pa, std::uint64_t dbrec_off, std::uint64_t* rq_head,
-                               std::uint64_t& idx) {
+                               std::uint64_t& idx, std::uint64_t& posted) {
     const auto* dbrec = pa.at<m5::QpDbrec>(dbrec_off);
     for (;;) {
       // Counter and record in one round (a round trip each, for a peer GPU's QP).
       const std::uint64_t h = sync::load_polled(rq_head);
       const std::uint32_t rcv = sync::load_polled(&dbrec->rcv.raw);
       sync::acquire_fence();
-      const std::uint64_t avail = ib::widen(h, m5::dbrec_counter(byteswap(rcv)), m5::kWqeIndexBits);
-      if (h >= avail) return false;
+      posted = ib::widen(h, m5::dbrec_counter(byteswap(rcv)), m5::kWqeIndexBits);
+      if (h >= posted) return false;
       std::uint64_t expected = h;
       if (sync::compare_exchange(rq_head, expected, h + 1)) {
         idx = h;
         return true;
       }
     }
+  }
+
+  /// claim_recv() on the responder `r`, first as its hints say: the receive this requester
+  /// claims next, if below the posted count it read before (the count only grows, and that
+  /// read's acquire made those receives' contents visible), is taken by one CAS, which fails
+  /// only if the responder's engine flushed it. Otherwise, or then, the full claim (for a peer
+  /// GPU's QP, a round trip and a fence fewer a message).
+  GV_HD GV_INLINE static bool claim_peer_recv(const PeerQp& pv, const Responder& r, std::uint64_t& idx) {
+    RecvHints& h = *r.recv;
+    std::uint64_t* head = &r.live->rq_head;
+    if (h.rq_next < h.rq_posted) {
+      std::uint64_t expected = h.rq_next;
+      if (sync::compare_exchange(head, expected, h.rq_next + 1)) {
+        idx = h.rq_next++;
+        return true;
+      }
+    }
+    if (!claim_recv(r.arena, pv.dbrec_off, head, idx, h.rq_posted)) return false;
+    h.rq_next = idx + 1;
+    return true;
   }
 
   /// RNR: the responder has no receive WQE. Retry after its RNR timer, up to rnr_retry times
@@ -435,22 +463,21 @@ class Hca {
         std::byte* dst = nullptr;
         if (w.length != 0 && !remote(gv::kRemoteWrite, dst)) return finish(env, q, w, m5::kSyndRemoteAccessErr);
         std::uint64_t ridx = 0;
-        if (w.opcode == m5::kOpRdmaWriteImm && !claim_recv(pa, pv.dbrec_off, &pq.rq_head, ridx))
-          return rnr(env, q, pv, w);
+        if (w.opcode == m5::kOpRdmaWriteImm && !claim_peer_recv(pv, r, ridx)) return rnr(env, q, pv, w);
         if (w.length != 0) copy_payload(env, q, sq, w, 0, w.length, dst, true);
         if (w.opcode == m5::kOpRdmaWriteImm) {
           env.settle();
           push_cqe(pa, pv.recv_cq,
                    ib::make_resp_cqe(m5::kCqeRespWrImm, pv.qpn, static_cast<std::uint16_t>(ridx),
                                      static_cast<std::uint32_t>(w.length), w.imm, w.fm_ce_se & m5::kCtrlSolicited),
-                   env.scope(pa));
+                   env.scope(pa), r.recv->rcq);
         }
         return finish(env, q, w, 0);
       }
       case m5::kOpSend:
       case m5::kOpSendImm: {
         std::uint64_t ridx;
-        if (!claim_recv(pa, pv.dbrec_off, &pq.rq_head, ridx)) return rnr(env, q, pv, w);
+        if (!claim_peer_recv(pv, r, ridx)) return rnr(env, q, pv, w);
         const std::uint8_t rs = scatter_recv(env, q, sq, w, pa, pv, ridx);
         env.settle();
         if (rs != 0) {
@@ -467,7 +494,7 @@ class Hca {
                  ib::make_resp_cqe(imm ? m5::kCqeRespSendImm : m5::kCqeRespSend, pv.qpn,
                                    static_cast<std::uint16_t>(ridx), static_cast<std::uint32_t>(w.length),
                                    imm ? w.imm : be32{0}, w.fm_ce_se & m5::kCtrlSolicited),
-                 env.scope(pa));
+                 env.scope(pa), r.recv->rcq);
         return finish(env, q, w, 0);
       }
       case m5::kOpRdmaRead: {
@@ -524,8 +551,8 @@ class Hca {
       any = true;
     }
     q.sq_rung = q.sq_head;
-    std::uint64_t ridx;
-    while (claim_recv(a, q.dbrec_off, &q.ctx->rq_head, ridx)) {
+    std::uint64_t ridx, receives;
+    while (claim_recv(a, q.dbrec_off, &q.ctx->rq_head, ridx, receives)) {
       push_cqe(a, q.recv_cq,
                ib::make_err_cqe(false, q.qpn, 0, static_cast<std::uint16_t>(ridx), m5::kSyndWrFlushErr),
                env.scope(a));

@@ -67,6 +67,7 @@ GV_HD GV_INLINE void end_visit(const QpVisit& v) {
 struct KeptVisit {
   QpVisit v;
   KeptResponder resp;
+  RecvHints recv;
   std::uint64_t doorbell_off;  ///< the QP's (the polled round's only field not in QpVisit)
   std::uint32_t valid;         ///< 0: nothing kept
 };

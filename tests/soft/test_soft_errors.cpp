@@ -359,6 +359,39 @@ TEST_F(SoftErrors, CqOverrunIsAnAsynchronousError) {
   EXPECT_EQ(gv::ib::try_poll_cq<Ownership::kExclusive>(a->ch, c), Status::kCqOverrun);
 }
 
+// The requester keeps a consumer index of the responder's receive CQ and reads the CQ's doorbell
+// record again only when a CQE does not fit below it: three laps through a CQ of four, polled in
+// between, never overrun it; five CQEs into it unpolled do.
+TEST_F(SoftErrors, AReceiveCqFilledByThePeerOverrunsOnlyWhenFull) {
+  Build({}, 4);
+  const Sge s = a_buf->sge(0, 8);
+  const Sge r = b_buf->sge(0, 8);
+  std::uint32_t imm = 0;
+  const auto write_imm = [&] {
+    SendWr wr = make_wr(WrOpcode::kRdmaWriteImm, &s, 1, 0, b_buf->addr(), b_buf->mr->rkey());
+    wr.imm = imm++;
+    post_ok(*a, wr);
+  };
+  for (int lap = 0; lap < 3; ++lap) {
+    for (int i = 0; i < 4; ++i) post_recv_ok(*b, &r, 1);
+    for (int i = 0; i < 4; ++i) write_imm();
+    for (int i = 0; i < 4; ++i) {
+      const Completion c = wait_cqe(*b);
+      ASSERT_TRUE(c.ok()) << "lap " << lap << ": " << gv::describe(c);
+      EXPECT_EQ(c.imm, static_cast<std::uint32_t>(4 * lap + i));
+    }
+  }
+  EXPECT_FALSE(dev->poll_async_event().has_value());
+  for (int i = 0; i < 5; ++i) post_recv_ok(*b, &r, 1);
+  for (int i = 0; i < 5; ++i) write_imm();
+  std::optional<gv::AsyncEvent> ev;
+  ASSERT_EQ(gv::sync::bounded_wait([&] { return (ev = dev->poll_async_event()).has_value(); }, gv::Budget{}, nullptr),
+            Status::kOk);
+  EXPECT_EQ(ev->type, gv::AsyncEvent::Type::kCqOverrun);
+  EXPECT_EQ(ev->number, b->cq->cqn());
+  EXPECT_EQ(b->qp->state(), gv::QpState::kError);
+}
+
 TEST_F(SoftErrors, AbortEndsEveryWait) {
   std::thread raiser([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
