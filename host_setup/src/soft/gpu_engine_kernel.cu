@@ -12,7 +12,9 @@
 // lanes on diverged paths runs at one lane's speed (a warp executes diverged paths one after
 // another; notes/verbs-gpu.md, sixth session), so large moves are never made inside a lane's
 // visit. RC order per QP and CQE order are those of one engine: a QP is visited by its lane
-// or, parked, by its warp, one visit at a time, each executing from sq_head in order.
+// or, parked, by its warp, one visit at a time, each executing from sq_head in order. A lane
+// keeps its first slot's visit (round `lane`) in shared memory between visits (soft::KeptVisit),
+// so that a visit starts without a round of loads of the QP's fields.
 #include "gpu_engine_kernel.hpp"
 
 namespace gv::detail {
