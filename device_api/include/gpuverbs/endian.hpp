@@ -3,7 +3,6 @@
 // x86/Arm hosts we target are little-endian.
 #pragma once
 #include <cstdint>
-#include <type_traits>
 
 #include "config.hpp"
 
@@ -11,16 +10,18 @@ namespace gv {
 
 // On the GPU a swap is one byte permutation (PRMT): nvcc does not recognise the shifts and
 // masks below, and spent about eight instructions on each swap of a WQE or CQE field (the
-// engine's SASS held 113 such sequences).
+// engine's SASS held 113 such sequences). Constant evaluation is told by the builtin, not
+// std::is_constant_evaluated(): that is a host function, and device code calling it is dropped
+// by nvcc unless the user passes --expt-relaxed-constexpr.
 GV_HD GV_INLINE constexpr std::uint16_t byteswap(std::uint16_t v) {
 #if GV_DEVICE_PASS
-  if (!std::is_constant_evaluated()) return static_cast<std::uint16_t>(__byte_perm(v, 0, 0x4401));
+  if (!__builtin_is_constant_evaluated()) return static_cast<std::uint16_t>(__byte_perm(v, 0, 0x4401));
 #endif
   return static_cast<std::uint16_t>((v >> 8) | (v << 8));
 }
 GV_HD GV_INLINE constexpr std::uint32_t byteswap(std::uint32_t v) {
 #if GV_DEVICE_PASS
-  if (!std::is_constant_evaluated()) return __byte_perm(v, 0, 0x0123);
+  if (!__builtin_is_constant_evaluated()) return __byte_perm(v, 0, 0x0123);
 #endif
   return (v >> 24) | ((v >> 8) & 0x0000ff00u) | ((v << 8) & 0x00ff0000u) | (v << 24);
 }
