@@ -121,7 +121,7 @@ class Hca {
     MrEntry mr{};
     std::uint64_t at = 0;     ///< engine time before `conn` was loaded
     RecvHints* recv = nullptr;  ///< its receive side's hints, where the visit keeps them
-    bool loaded = false;      ///< this visit loaded or learned something its QpCtx does not keep yet
+    bool loaded = false;      ///< this visit loaded something its QpCtx does not keep yet
   };
 
   /// The responder as the visit begins: what the QP kept (`k`), for kKeptNs after it was

@@ -57,13 +57,14 @@ GV_HD GV_INLINE void end_visit(const QpVisit& v) {
   q.last_rkey = v.last_rkey;
 }
 
-/// A QP's visit and its kept responder, held by the engine between visits (the GPU engine: a
-/// lane's first slot, in shared memory), so that a visit starts from on-chip copies instead of
-/// a round of loads of the QP's fields after its acquire. Valid while its QP may execute: the
-/// owner's fields do not change while the QP is in RTS (an RC QP connects once), and the
-/// progress fields are this engine's own; a visit from the QP's memory (no kept copy, another
-/// state, a slot created afresh, a QP parked for its warp) drops it, and every visit still
-/// stores its progress back into the QP, which stays the truth for the others.
+/// A QP's visit, its kept responder and that responder's receive hints, held by the engine
+/// between visits (the GPU engine: a lane's first slot, in shared memory), so that a visit
+/// starts from on-chip copies instead of a round of loads of the QP's fields after its acquire.
+/// Valid while its QP may execute: the owner's fields do not change while the QP is in RTS (an
+/// RC QP connects once), and the progress fields are this engine's own; a visit from the QP's
+/// memory (no kept copy, another state, a slot created afresh, a QP parked for its warp) drops
+/// it, and every visit still stores its progress back into the QP, which stays the truth for
+/// the others. The hints are checked where they are used, so the QP's own may lag the copy's.
 struct KeptVisit {
   QpVisit v;
   KeptResponder resp;
