@@ -405,9 +405,87 @@ class Hca {
     }
   }
 
+  /// The common WQE decided at once: an RDMA WRITE (or WRITE_WITH_IMM) of inline data (one
+  /// byte or more) into the region the visit already holds (kept, guessed or named by an
+  /// earlier WQE), its responder's QP connected back to ours. Every check parse_wqe(),
+  /// execute() and check_mr() would make of such a WQE is evaluated here side by side, without
+  /// early exits: a few independent compares where the general path is a chain of dependent
+  /// branches (the per-step trace of the one-GPU ping-pong put ~1 us of instructions between the
+  /// WQE's load and its store; this step took 0.4 us off it, notes/verbs-gpu.md). Returns the
+  /// data's destination, w set as parse_wqe() sets it; or null, having decided nothing: the
+  /// general path then runs, and reports every error.
+  GV_HD GV_INLINE static std::byte* fast_write(Env& env, const QpVisit& q, ParsedWqe& w, const Responder& r) {
+    const ib::CtrlFields c = ib::decode_ctrl(w.head[0]);
+    m5::RaddrSeg rs;
+    std::memcpy(&rs, &w.head[1], sizeof(rs));
+    const std::uint64_t raddr = rs.raddr.get();
+    const std::uint32_t rkey = rs.rkey.get();
+    const std::uint32_t bc = byteswap(w.head[2].w[0]);
+    const std::uint32_t len = bc & ~m5::kInlineSeg;
+    const std::uint32_t nbb = ib::wqe_bbs(c.ds);
+    const PeerQp& pv = r.conn;
+    const MrEntry& mr = r.mr;
+    const auto ps = static_cast<QpState>(pv.state);
+    constexpr std::uint32_t need = gv::kRemoteWrite;
+    // `&` on purpose: every compare is made, none waits for another's branch.
+    const bool wqe_ok = ((c.opcode == m5::kOpRdmaWrite) | (c.opcode == m5::kOpRdmaWriteImm)) &
+                        (c.wqe_index == (q.sq_head & m5::kWqeIndexMask)) &
+                        (c.qpn == q.qpn) & (c.ds >= 3) & (nbb <= q.sq_rung - q.sq_head) &
+                        ((bc & m5::kInlineSeg) != 0) & (len != 0) &
+                        (sizeof(m5::InlineSeg) + len <= (c.ds - 2) * std::uint64_t{16});
+    const bool peer_ok = (r.live != nullptr) & (pv.qpn == q.peer_qpn) & (pv.peer_qpn == q.qpn) &
+                         ((ps == QpState::kRtr) | (ps == QpState::kRts)) & ((pv.access & need) == need);
+    // (An address below the region's start makes raddr - mr.addr larger than any length.)
+    const bool mr_ok = (rkey == r.mr_key) & (rkey != 0) & (mr.key == rkey) & (mr.pdn == pv.pdn) &
+                       (len <= mr.length) & (raddr - mr.addr <= mr.length - len) &
+                       ((mr.access & need) == need) & ((mr.in_arena != 0) | (q.peer_pid == env.self_pid()));
+    if (!(wqe_ok & peer_ok & mr_ok)) return nullptr;
+    w.opcode = c.opcode;
+    w.ds = c.ds;
+    w.fm_ce_se = c.fm_ce_se;
+    w.imm = c.imm;
+    w.nbb = nbb;
+    w.raddr = raddr;
+    w.rkey = rkey;
+    w.first_payload_oct = 2;
+    w.inl = true;
+    w.inline_len = len;
+    w.length = len;
+    return mr.in_arena ? r.arena.base + mr.arena_off + (raddr - mr.addr) : reinterpret_cast<std::byte*>(raddr);
+  }
+
+  /// A WRITE or WRITE_WITH_IMM whose checks passed (dst: its data's destination, null for no
+  /// bytes): the responder's receive claimed (WRITE_WITH_IMM), the data, the receive CQE, the
+  /// requester's completion.
+  GV_HD GV_INLINE static Exec write_to(Env& env, QpVisit& q, const std::byte* sq, const ParsedWqe& w, Responder& r,
+                                       std::byte* dst) {
+    const PeerQp& pv = r.conn;
+    const bool imm = w.opcode == m5::kOpRdmaWriteImm;
+    std::uint64_t ridx = 0;
+    if (imm && !claim_peer_recv(pv, r, ridx)) return rnr(env, q, pv, w);
+    if (w.length != 0) copy_payload(env, q, sq, w, 0, w.length, dst, true);
+    if (imm) {
+      env.settle();
+      push_cqe(r.arena, pv.recv_cq,
+               ib::make_resp_cqe(m5::kCqeRespWrImm, pv.qpn, static_cast<std::uint16_t>(ridx),
+                                 static_cast<std::uint32_t>(w.length), w.imm, w.fm_ce_se & m5::kCtrlSolicited),
+               env.scope(r.arena), r.recv->rcq);
+    }
+    return finish(env, q, w, 0);
+  }
+
   GV_HD GV_INLINE static Exec execute(Env& env, QpVisit& q, ParsedWqe& w, Responder& r) {
     const Arena& a = env.own();
     const std::byte* sq = a.at<std::byte>(q.sq_off);
+    load_first_bb(q, sq, q.sq_head, w);
+    // The general path's steps for this WQE, in its order (the checks have no effects). Both
+    // paths inline write_to(): one call reached from both measured slower (its register
+    // allocation; notes/verbs-gpu.md, eleventh session).
+    if (std::byte* const dst = fast_write(env, q, w, r)) {
+      if (!env.may_move(w.length)) return Exec::kDeferred;
+      env.order_messages();
+      return write_to(env, q, sq, w, r, dst);
+    }
     const std::uint8_t bad = parse_wqe(q, sq, q.sq_head, q.sq_rung - q.sq_head, w);
     if (bad != 0) return finish(env, q, w, bad);
     if (w.opcode == m5::kOpNop) return finish(env, q, w, 0);
@@ -462,17 +540,7 @@ class Hca {
       case m5::kOpRdmaWriteImm: {
         std::byte* dst = nullptr;
         if (w.length != 0 && !remote(gv::kRemoteWrite, dst)) return finish(env, q, w, m5::kSyndRemoteAccessErr);
-        std::uint64_t ridx = 0;
-        if (w.opcode == m5::kOpRdmaWriteImm && !claim_peer_recv(pv, r, ridx)) return rnr(env, q, pv, w);
-        if (w.length != 0) copy_payload(env, q, sq, w, 0, w.length, dst, true);
-        if (w.opcode == m5::kOpRdmaWriteImm) {
-          env.settle();
-          push_cqe(pa, pv.recv_cq,
-                   ib::make_resp_cqe(m5::kCqeRespWrImm, pv.qpn, static_cast<std::uint16_t>(ridx),
-                                     static_cast<std::uint32_t>(w.length), w.imm, w.fm_ce_se & m5::kCtrlSolicited),
-                   env.scope(pa), r.recv->rcq);
-        }
-        return finish(env, q, w, 0);
+        return write_to(env, q, sq, w, r, dst);
       }
       case m5::kOpSend:
       case m5::kOpSendImm: {

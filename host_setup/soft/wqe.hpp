@@ -92,13 +92,17 @@ GV_HD GV_INLINE m5::DataSeg as_data_seg(const ib::Octoword& o) {
   return d;
 }
 
-/// Parse and check the WQE at `start`; `avail` WQEBBs from `start` are published (avail >= 1).
-/// Returns 0 or the syndrome of a malformed WQE (LOCAL_QP_OP_ERR / LOCAL_LENGTH_ERR).
+/// Load the first WQEBB of the WQE at `start` into w.head, in one round of loads: control,
+/// remote address, atomic and the first data or inline segment of every opcode lie in it.
+GV_HD GV_INLINE void load_first_bb(const QpVisit& q, const std::byte* sq, std::uint64_t start, ParsedWqe& w) {
+  for (std::uint32_t k = 0; k < 4; ++k) w.head[k] = sq_oct(sq, q.sq_bbs, start, k);
+}
+
+/// Parse and check the WQE at `start`, whose first WQEBB w.head holds (load_first_bb());
+/// `avail` WQEBBs from `start` are published (avail >= 1). Returns 0 or the syndrome of a
+/// malformed WQE (LOCAL_QP_OP_ERR / LOCAL_LENGTH_ERR).
 GV_HD GV_INLINE std::uint8_t parse_wqe(const QpVisit& q, const std::byte* sq, std::uint64_t start,
                                        std::uint64_t avail, ParsedWqe& w) {
-  // The whole first WQEBB in one round of loads: control, remote address, atomic and the
-  // first data or inline segment of every opcode lie in it.
-  for (std::uint32_t k = 0; k < 4; ++k) w.head[k] = sq_oct(sq, q.sq_bbs, start, k);
   const ib::CtrlFields c = ib::decode_ctrl(w.head[0]);
   w.opcode = c.opcode;
   w.ds = c.ds;

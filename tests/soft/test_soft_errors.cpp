@@ -2,6 +2,7 @@
 // the error state, later WQEs flushed, and asynchronous errors for what no CQE can carry.
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <thread>
 
 #include "../../host_setup/soft/contexts.hpp"
@@ -36,37 +37,94 @@ class SoftErrors : public ::testing::Test {
 
   /// Post a write; expect an error CQE with `syndrome`, the QP in ERR, and a following
   /// signaled write flushed.
-  void ExpectRequesterError(const SendWr& wr, std::uint8_t syndrome) {
-    post_ok(*a, wr);
-    const Completion c = wait_cqe(*a);
-    EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
-    EXPECT_EQ(c.syndrome, syndrome) << gv::describe(c);
-    EXPECT_EQ(c.qpn, a->qp->qpn());
-    EXPECT_EQ(c.wqe_counter, 0);
-    EXPECT_TRUE(c.is_send());
-    EXPECT_EQ(a->qp->state(), gv::QpState::kError);
-    ExpectFlushed();
-  }
+  void ExpectRequesterError(const SendWr& wr, std::uint8_t syndrome) { ExpectRequesterErrorAt(wr, syndrome, 0); }
 
   /// A WRITE from a to b succeeds (a's engine now keeps b's QP and MR); `revoke` changes b's
   /// side and returns only after what a peer kept has expired (twice soft::kKeptNs: whether a
   /// later visit of a's would still have used it depends on the machine's timing, the wait
   /// does not); the next WRITE fails with retry-exceeded and leaves b's poisoned bytes alone.
+  /// Both forms: 64 bytes from an SGE, and 8 inline bytes (decided by Hca::fast_write once the
+  /// responder is kept).
   template <class Revoke>
   void ExpectKeptResponderRevoked(Revoke revoke) {
-    const Sge s = a_buf->sge(0, 64);
-    post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()));
+    for (const bool inl : {false, true}) {
+      SCOPED_TRACE(inl ? "inline WRITEs" : "WRITEs from an SGE");
+      Build({});
+      const std::uint32_t len = inl ? 8 : 64;
+      const Sge s = a_buf->sge(0, len);
+      const std::uint32_t flags = gv::ib::kWrSignaled | (inl ? gv::ib::kWrInline : 0u);
+      post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, flags, b_buf->addr(), b_buf->mr->rkey()));
+      Completion c = wait_cqe(*a);
+      ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
+      const auto t0 = std::chrono::steady_clock::now();
+      revoke();
+      EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::nanoseconds(2 * gv::soft::kKeptNs));
+      std::memset(b_buf->p, 0x5a, len);
+      post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, flags, b_buf->addr(), b_buf->mr->rkey()));
+      c = wait_cqe(*a);
+      EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
+      EXPECT_EQ(c.syndrome, m5::kSyndTransportRetryExcErr) << gv::describe(c);
+      for (std::uint32_t i = 0; i < len; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
+    }
+  }
+
+  /// A signaled inline WRITE of a_buf's first `len` bytes to `raddr` under `rkey`.
+  SendWr InlineWrite(std::uint32_t len, std::uint64_t raddr, std::uint32_t rkey) {
+    const Sge& s = sges.emplace_back(a_buf->sge(0, len));  // each request its own (a deque's stay put)
+    return make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled | gv::ib::kWrInline, raddr, rkey);
+  }
+
+  /// `warm` succeeds (a's engine now holds b's QP and the MR `warm` named, so an inline WRITE
+  /// to that MR is decided by Hca::fast_write); `bad`, an inline WRITE into [at, at + n) of b's
+  /// memory, fails with `syndrome`, the QP in error, and leaves those bytes alone.
+  void ExpectKeptInlineError(const SendWr& warm, const SendWr& bad, std::uint8_t syndrome, std::uint8_t* at,
+                             std::size_t n) {
+    post_ok(*a, warm);
     Completion c = wait_cqe(*a);
     ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
-    const auto t0 = std::chrono::steady_clock::now();
-    revoke();
-    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::nanoseconds(2 * gv::soft::kKeptNs));
-    std::memset(b_buf->p, 0x5a, 64);
-    post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()));
-    c = wait_cqe(*a);
+    std::memset(at, 0x5a, n);
+    ExpectRequesterErrorAt(bad, syndrome, 1);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(at[i], 0x5a) << "byte " << i << " was written";
+  }
+
+  /// An inline WRITE of 8 bytes to b_buf, written at a's next WQEBB but not published: a test
+  /// corrupts it, then publish() rings it with the doorbell of its uncorrupted control segment.
+  struct Unpublished {
+    std::uint64_t start;
+    std::byte* wqe;
+    std::uint64_t doorbell;
+  };
+  Unpublished WriteUnpublishedInline() {
+    const Sge s = a_buf->sge(0, 8);
+    const SendWr wr = make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled | gv::ib::kWrInline, b_buf->addr(),
+                              b_buf->mr->rkey());
+    Unpublished u{};
+    EXPECT_EQ(gv::ib::wq_reserve<Ownership::kExclusive>(&a->h.state->sq, a->h.sq_bbs, 1, u.start, {}, nullptr),
+              Status::kOk);
+    gv::ib::sq_write_wqe(a->h, u.start, wr);
+    u.wqe = a->h.sq + gv::ib::sq_octoword_offset(u.start, 0, a->h.sq_bbs);
+    u.doorbell = gv::ib::doorbell_value(gv::ib::load_octoword(u.wqe));
+    return u;
+  }
+  void publish(const Unpublished& u) {
+    gv::ib::sq_ring_doorbell(a->h, u.start + 1, u.doorbell);
+    gv::ib::wq_pass_turn<Ownership::kExclusive>(&a->h.state->sq, u.start + 1);
+  }
+
+  /// ExpectRequesterError for the WQE at WQEBB `counter`.
+  void ExpectRequesterErrorAt(const SendWr& wr, std::uint8_t syndrome, std::uint16_t counter) {
+    post_ok(*a, wr);
+    ExpectRequesterCqe(syndrome, counter);
+  }
+  void ExpectRequesterCqe(std::uint8_t syndrome, std::uint16_t counter) {
+    const Completion c = wait_cqe(*a);
     EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
-    EXPECT_EQ(c.syndrome, m5::kSyndTransportRetryExcErr) << gv::describe(c);
-    for (int i = 0; i < 64; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
+    EXPECT_EQ(c.syndrome, syndrome) << gv::describe(c);
+    EXPECT_EQ(c.qpn, a->qp->qpn());
+    EXPECT_EQ(c.wqe_counter, counter);
+    EXPECT_TRUE(c.is_send());
+    EXPECT_EQ(a->qp->state(), gv::QpState::kError);
+    ExpectFlushed();
   }
 
   void ExpectFlushed() {
@@ -93,6 +151,7 @@ class SoftErrors : public ::testing::Test {
   std::unique_ptr<gv::Device> dev;
   std::unique_ptr<Endpoint> a, b;
   std::unique_ptr<Buffer> a_buf, b_buf;
+  std::deque<Sge> sges;
 };
 
 TEST_F(SoftErrors, BadLkeyIsLocalProtectionError) {
@@ -171,29 +230,37 @@ TEST_F(SoftErrors, DeregisteredMemoryFails) {
 // (Hca::reach); a WQE naming another key looks that one up, and a deregistration revokes what
 // the peer kept before dereg_mr returns.
 TEST_F(SoftErrors, AKeptRemoteKeyIsRevokedByItsDeregistration) {
-  Buffer other(*dev, *b->pd, 4096, kAllAccess, 3);
-  const std::uint32_t rkey = b_buf->mr->rkey();
-  const Sge s = a_buf->sge(0, 64);
-  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), rkey));
-  Completion c = wait_cqe(*a);
-  ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
-  // Another key: the guess is wrong, and the WQE's own key is looked up.
-  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, other.addr(), other.mr->rkey()));
-  c = wait_cqe(*a);
-  ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
-  EXPECT_EQ(std::memcmp(other.p, a_buf->p, 64), 0);
-  // The first key again, deregistered since it was used: the guess must not revive it.
-  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), rkey));
-  c = wait_cqe(*a);
-  ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
-  const auto t0 = std::chrono::steady_clock::now();
-  b_buf->mr.reset();  // returns once no peer uses the MR it kept (twice soft::kKeptNs)
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::nanoseconds(2 * gv::soft::kKeptNs));
-  post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), rkey));
-  c = wait_cqe(*a);
-  EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
-  EXPECT_EQ(c.syndrome, m5::kSyndRemoteAccessErr) << gv::describe(c);
-  EXPECT_EQ(c.wqe_counter, 3);
+  for (const bool inl : {false, true}) {  // 64 bytes from an SGE; 8 inline (Hca::fast_write)
+    SCOPED_TRACE(inl ? "inline WRITEs" : "WRITEs from an SGE");
+    Build({});
+    Buffer other(*dev, *b->pd, 4096, kAllAccess, 3);
+    const std::uint32_t rkey = b_buf->mr->rkey(), len = inl ? 8 : 64;
+    const std::uint32_t flags = gv::ib::kWrSignaled | (inl ? gv::ib::kWrInline : 0u);
+    const Sge s = a_buf->sge(0, len);
+    post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, flags, b_buf->addr(), rkey));
+    Completion c = wait_cqe(*a);
+    ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
+    // Another key: the guess is wrong, and the WQE's own key is looked up.
+    post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, flags, other.addr(), other.mr->rkey()));
+    c = wait_cqe(*a);
+    ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
+    EXPECT_EQ(std::memcmp(other.p, a_buf->p, len), 0);
+    // The first key again, deregistered since it was used: the guess must not revive it.
+    post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, flags, b_buf->addr(), rkey));
+    c = wait_cqe(*a);
+    ASSERT_EQ(c.status, Status::kOk) << gv::describe(c);
+    const auto t0 = std::chrono::steady_clock::now();
+    b_buf->mr.reset();  // returns once no peer uses the MR it kept (twice soft::kKeptNs)
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::nanoseconds(2 * gv::soft::kKeptNs));
+    std::memset(b_buf->p, 0x5a, len);
+    post_ok(*a, make_wr(WrOpcode::kRdmaWrite, &s, 1, flags, b_buf->addr(), rkey));
+    c = wait_cqe(*a);
+    EXPECT_EQ(c.status, Status::kCompletionError) << gv::describe(c);
+    EXPECT_EQ(c.syndrome, m5::kSyndRemoteAccessErr) << gv::describe(c);
+    EXPECT_EQ(c.wqe_counter, 3);
+    for (std::uint32_t i = 0; i < len; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
+    b_buf->mr = b->pd->reg_mr(b_buf->p, b_buf->n, kAllAccess);  // Build() deregisters it
+  }
 }
 
 // What a requester kept of its responder's QP (its state RTS) holds only until the responder's
@@ -204,6 +271,125 @@ TEST_F(SoftErrors, AResponderMovedToErrorRefusesAPeerThatKeptIt) {
 
 TEST_F(SoftErrors, ADestroyedResponderRefusesAPeerThatKeptIt) {
   ExpectKeptResponderRevoked([&] { b->qp.reset(); });
+}
+
+// The slot of a destroyed QP is taken by the next one, with the same QP number: connected to
+// another peer, it refuses the QP that kept the old one.
+TEST_F(SoftErrors, AResponderRecreatedForAnotherPeerRefusesTheOldOne) {
+  std::unique_ptr<Endpoint> c;
+  std::unique_ptr<gv::QueuePair> b2;
+  ExpectKeptResponderRevoked([&] {
+    const std::uint32_t qpn = b->qp->qpn();
+    b->qp.reset();
+    b2 = b->pd->create_qp(*b->cq, *b->cq, gv::QpCaps{});
+    ASSERT_EQ(b2->qpn(), qpn) << "the slot was not reused: the test needs the same QP number";
+    c = std::make_unique<Endpoint>(*dev);
+    b2->connect(c->qp->info());
+    c->qp->connect(b2->info());
+  });
+  b2.reset();
+  c.reset();
+}
+
+// An inline WRITE into the MR the requester already holds is decided in one step
+// (Hca::fast_write): every check of the general path must still refuse what that path refuses.
+TEST_F(SoftErrors, AnInlineWriteIntoAKeptRegionIsCheckedAsAnyOther) {
+  {
+    SCOPED_TRACE("below the region's start");
+    auto sub = b->pd->reg_mr(b_buf->p + 64, 256, kAllAccess);  // the bytes below it are b_buf's
+    ExpectKeptInlineError(InlineWrite(8, b_buf->addr(64), sub->rkey()), InlineWrite(8, b_buf->addr(56), sub->rkey()),
+                          m5::kSyndRemoteAccessErr, b_buf->p + 56, 8);
+  }
+  {
+    SCOPED_TRACE("past the region's end");
+    Build({});
+    const std::uint32_t rkey = b_buf->mr->rkey();
+    ExpectKeptInlineError(InlineWrite(8, b_buf->addr(), rkey), InlineWrite(8, b_buf->addr((1 << 16) - 4), rkey),
+                          m5::kSyndRemoteAccessErr, b_buf->p + (1 << 16) - 4, 4);
+  }
+  {
+    SCOPED_TRACE("longer than the region");
+    Build({});
+    auto tiny = b->pd->reg_mr(b_buf->p + 64, 4, kAllAccess);
+    ExpectKeptInlineError(InlineWrite(4, b_buf->addr(64), tiny->rkey()), InlineWrite(8, b_buf->addr(64), tiny->rkey()),
+                          m5::kSyndRemoteAccessErr, b_buf->p + 64, 8);
+  }
+  {
+    SCOPED_TRACE("a region without remote write, kept from a READ");
+    Build({});
+    auto ro = b->pd->reg_mr(b_buf->p, 4096, gv::kRemoteRead);
+    const Sge s = a_buf->sge(0, 8);
+    ExpectKeptInlineError(make_wr(WrOpcode::kRdmaRead, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), ro->rkey()),
+                          InlineWrite(8, b_buf->addr(), ro->rkey()), m5::kSyndRemoteAccessErr, b_buf->p, 8);
+  }
+  {
+    SCOPED_TRACE("a responder QP without remote write, kept from a READ");
+    gv::ConnectAttr attr;
+    attr.access = gv::kRemoteRead;
+    Build(attr);
+    const Sge s = a_buf->sge(0, 8);
+    ExpectKeptInlineError(make_wr(WrOpcode::kRdmaRead, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()),
+                          InlineWrite(8, b_buf->addr(), b_buf->mr->rkey()), m5::kSyndRemoteAccessErr, b_buf->p, 8);
+  }
+  {
+    SCOPED_TRACE("a WRITE_WITH_IMM finding no receive: RNR retries, then fails");
+    gv::ConnectAttr attr;
+    attr.rnr_retry = 2;
+    attr.min_rnr_timer = 1;  // 10 us
+    Build(attr);
+    SendWr bad = InlineWrite(8, b_buf->addr(), b_buf->mr->rkey());
+    bad.opcode = WrOpcode::kRdmaWriteImm;
+    const std::uint64_t t0 = gv::sync::now_ns();
+    ExpectKeptInlineError(InlineWrite(8, b_buf->addr(), b_buf->mr->rkey()), bad, m5::kSyndRnrRetryExcErr, b_buf->p,
+                          8);
+    EXPECT_GE(gv::sync::now_ns() - t0, 2 * 10'000u) << "two RNR back-offs of 10 us each";
+  }
+  {
+    SCOPED_TRACE("an inline segment of no bytes: no key, no address, nothing written");
+    Build({});
+    post_ok(*a, InlineWrite(8, b_buf->addr(), b_buf->mr->rkey()));
+    ASSERT_TRUE(wait_cqe(*a).ok());
+    const Unpublished u = WriteUnpublishedInline();
+    u.wqe[35] = std::byte{0};  // the inline segment's length (its low byte; 8 before)
+    std::memset(b_buf->p, 0x5a, 8);
+    publish(u);
+    const Completion c = wait_cqe(*a);
+    EXPECT_TRUE(c.ok()) << gv::describe(c);
+    for (int i = 0; i < 8; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
+  }
+}
+
+// A malformed inline WRITE after a good one (the MR and responder held): LOCAL_QP_OP_ERR, as
+// ConnectX refuses it, whichever field is wrong.
+TEST_F(SoftErrors, AMalformedInlineWriteIntoAKeptRegionIsLocalQpOperationError) {
+  struct Case {
+    const char* what;
+    std::size_t byte;    ///< of the WQE
+    std::uint8_t value;  ///< stored there (the QP number's byte: flipped by it)
+  };
+  const Case cases[] = {
+      {"an unknown opcode", 3, 0x77},
+      {"another WQE index", 2, 0x05},
+      {"another QP number", 6, 0x01},  // its doorbell still names ours
+      {"inline data longer than its segments", 35, 13},
+      {"two WQEBBs, the record publishing one", 7, 5},
+      {"one octoword, too short for a WRITE", 7, 1},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    Build({});
+    post_ok(*a, InlineWrite(8, b_buf->addr(), b_buf->mr->rkey()));
+    ASSERT_TRUE(wait_cqe(*a).ok());
+    const Unpublished u = WriteUnpublishedInline();
+    ASSERT_EQ(u.start, 1u);
+    const std::uint8_t old = static_cast<std::uint8_t>(u.wqe[k.byte]);
+    u.wqe[k.byte] = std::byte{k.byte == 6 ? static_cast<std::uint8_t>(old ^ k.value) : k.value};
+    ASSERT_NE(static_cast<std::uint8_t>(u.wqe[k.byte]), old) << "the corruption changes nothing";
+    std::memset(b_buf->p, 0x5a, 8);
+    publish(u);
+    ExpectRequesterCqe(m5::kSyndLocalQpOpErr, 1);
+    for (int i = 0; i < 8; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
+  }
 }
 
 TEST_F(SoftErrors, MisalignedAtomicIsRemoteInvalidRequest) {
