@@ -173,13 +173,14 @@ class Hca {
     // A valid kept visit says where the doorbells lie and what was executed, on chip;
     // otherwise the QP's own fields do.
     const bool cached = kept != nullptr && kept->valid != 0;
-    // One round of polled loads (qpn, state, doorbell, doorbell record) for an idle QP; only
-    // a QP with work pays for the acquire fence.
+    // One round of polled loads (qpn, state, doorbell, doorbell record) for an idle QP. The
+    // record is loaded with acquire: what it publishes (the WQEs) is then ordered before the
+    // visit's loads, and a kept visit needs no fence (a visit from the QP's memory fences).
     const auto* dbrec = a.at<m5::QpDbrec>(cached ? kept->v.dbrec_off : q.dbrec_off);
     const std::uint32_t live = check_qpn ? sync::load_polled(&q.qpn) : 1u;
     const auto st = static_cast<QpState>(sync::load_polled(&q.state));
     const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(cached ? kept->doorbell_off : q.doorbell_off));
-    const std::uint32_t snd = sync::load_polled(&dbrec->snd.raw);
+    const std::uint32_t snd = sync::load_acquire(&dbrec->snd.raw);
     if (kept != nullptr && (live == 0 || st != QpState::kRts)) kept->valid = 0;
     if (live == 0) return false;
     if (st == QpState::kError) {
@@ -199,7 +200,7 @@ class Hca {
     const std::uint64_t rec = ib::widen(head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
     const bool rung = db != (cached ? kept->v.last_doorbell : q.last_doorbell);
     if (!rung && rec <= rung_to && head >= rung_to) return false;
-    sync::acquire_fence();
+    if (!cached) sync::acquire_fence();
     QpVisit v = cached ? kept->v : begin_visit(q);
     if (rung) {
       v.last_doorbell = db;
