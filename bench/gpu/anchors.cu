@@ -2,7 +2,8 @@
 // (synthetic.hpp) with queues in GPU memory and in pinned host memory; a flag ping-pong between
 // two blocks through GPU memory and through pinned host memory, and between two GPUs by peer
 // stores when two are present; cudaMemcpyPeerAsync latency, a host-driven ping-pong of such
-// copies, and the message rate RC order alone allows across the GPUs (ordered_stores).
+// copies, and the message rate RC order alone allows (ordered_stores): across the GPUs, or
+// within the one GPU when there is one.
 #include <algorithm>
 #include <cstdio>
 
@@ -65,9 +66,9 @@ __global__ void flag_pingpong_2blocks(std::uint32_t* f0, std::uint32_t* f1, int 
   }
 }
 
-/// RC order alone, the ceiling of the GPU engine's message rate across GPUs: each QP's thread
-/// stores `n` messages of `bytes` (8: one store, 64: four 16-byte stores) into the peer GPU's
-/// memory with a system-scope fence after each, the settle() the engine issues between two
+/// RC order alone, the ceiling of the GPU engine's message rate: each QP's thread stores `n`
+/// messages of `bytes` (8: one store, 64: four 16-byte stores) into `peer` (another GPU's
+/// memory, or this GPU's) with a system-scope fence after each, the settle() the engine issues between two
 /// messages of one QP. A QP is thread 0 of a block of its own (`qps` blocks: a warp a QP, the
 /// engine's QPs spread over warps) or lane q of one warp (`qps` lanes of block 0: an engine warp's
 /// lanes, whose fences are the warp's). t[2q], t[2q + 1]: QP q's start and end (%globaltimer).
@@ -95,6 +96,50 @@ void report_anchor(const char* what, std::vector<double> half_us) {
   const auto s = summarize(std::move(half_us));
   std::printf(" %-44s t_typical %.3f us  t_min %.3f  t_avg %.3f  99%% %.3f\n", what, s.typical, s.min, s.avg, s.p99);
   g_json.row(latency_json("anchor", std::string("\"mode\":\"none\",\"variant\":\"") + what + "\",", 8, n, s));
+}
+
+/// Messages in RC order from GPU 0 into GPU `sink_gpu`'s memory (1: across the GPUs, peer
+/// access enabled; 0: within GPU 0, what one-GPU runs of the engine face), a QP a warp (blocks
+/// spread over the SMs) or a lane of one warp; a system-scope fence after each message either way,
+/// as the engine fences for memory outside its own arena. Stream s0 is GPU 0's.
+void rc_order_ceiling(int sink_gpu, int iters, cudaStream_t s0) {
+  std::printf("# anchors: RC order alone, GPU 0 to GPU %d: stores of a message, then a system-scope fence "
+              "(the ceiling of the GPU engine's message rate %s)\n",
+              sink_gpu, sink_gpu == 0 ? "on one GPU" : "across GPUs");
+  std::printf("%-26s %-6s %-8s %-12s %-16s %s\n", "anchor", "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]",
+              "ns/message/QP");
+  std::byte* sink;
+  std::uint64_t* t;
+  CK(cudaSetDevice(sink_gpu));
+  CK(cudaMalloc(&sink, 32 * 4096));
+  CK(cudaSetDevice(0));
+  CK(cudaMallocHost(&t, 2 * 32 * sizeof(std::uint64_t)));
+  const std::string gpus = "\"gpus\":" + std::to_string(sink_gpu == 0 ? 1 : 2) + ",";
+  for (const bool lanes : {false, true}) {
+    const char* variant = lanes ? "rc-order-floor-lanes" : "rc-order-floor-warps";
+    for (const std::uint32_t bytes : {8u, 64u}) {
+      for (const int qps : {1, 16, 32}) {
+        if (lanes) ordered_stores<<<1, 32, 0, s0>>>(sink, iters, bytes, qps, t);
+        else ordered_stores<<<qps, 32, 0, s0>>>(sink, iters, bytes, qps, t);
+        CK(cudaGetLastError());
+        CK(cudaStreamSynchronize(s0));
+        std::uint64_t first = ~std::uint64_t{0}, last = 0;
+        for (int q = 0; q < qps; ++q) {
+          first = std::min(first, t[2 * q]);
+          last = std::max(last, t[2 * q + 1]);
+        }
+        const double total = static_cast<double>(iters) * qps;
+        const double rate = total / static_cast<double>(last - first) * 1e3;
+        std::printf("%-26s %-6d %-8u %-12.0f %-16.4f %.1f\n", variant, qps, bytes, total, rate, qps * 1e3 / rate);
+        g_json.row(msgrate_json(std::string("\"mode\":\"none\",\"variant\":\"") + variant + "\"," + gpus, bytes,
+                                static_cast<std::uint64_t>(iters), qps, total, rate));
+      }
+    }
+  }
+  CK(cudaFreeHost(t));
+  CK(cudaSetDevice(sink_gpu));
+  CK(cudaFree(sink));
+  CK(cudaSetDevice(0));
 }
 
 }  // namespace
@@ -205,42 +250,7 @@ void bench_anchors(const Options& o, Harness& h) {
       }
       report_anchor("host-driven cudaMemcpyPeerAsync + sync ping-pong, 8 B", v);
 
-      // Messages to GPU 1 in RC order, a QP a warp (blocks spread over the SMs) or a lane of
-      // one warp.
-      std::printf("# anchors: RC order alone, GPU 0 to GPU 1: stores of a message, then a system-scope fence "
-                  "(the ceiling of the GPU engine's message rate across GPUs)\n");
-      std::printf("%-26s %-6s %-8s %-12s %-16s %s\n", "anchor", "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]",
-                  "ns/message/QP");
-      std::byte* sink;
-      std::uint64_t* t;
-      CK(cudaSetDevice(1));
-      CK(cudaMalloc(&sink, 32 * 4096));
-      CK(cudaSetDevice(0));
-      CK(cudaMallocHost(&t, 2 * 32 * sizeof(std::uint64_t)));
-      for (const bool lanes : {false, true}) {
-        const char* variant = lanes ? "rc-order-floor-lanes" : "rc-order-floor-warps";
-        for (const std::uint32_t bytes : {8u, 64u}) {
-          for (const int qps : {1, 16, 32}) {
-            if (lanes) ordered_stores<<<1, 32, 0, s0>>>(sink, iters, bytes, qps, t);
-            else ordered_stores<<<qps, 32, 0, s0>>>(sink, iters, bytes, qps, t);
-            CK(cudaGetLastError());
-            CK(cudaStreamSynchronize(s0));
-            std::uint64_t first = ~std::uint64_t{0}, last = 0;
-            for (int q = 0; q < qps; ++q) {
-              first = std::min(first, t[2 * q]);
-              last = std::max(last, t[2 * q + 1]);
-            }
-            const double total = static_cast<double>(iters) * qps;
-            const double rate = total / static_cast<double>(last - first) * 1e3;
-            std::printf("%-26s %-6d %-8u %-12.0f %-16.4f %.1f\n", variant, qps, bytes, total, rate, qps * 1e3 / rate);
-            g_json.row(msgrate_json(std::string("\"mode\":\"none\",\"variant\":\"") + variant + "\",\"gpus\":2,",
-                                    bytes, static_cast<std::uint64_t>(iters), qps, total, rate));
-          }
-        }
-      }
-      CK(cudaFreeHost(t));
-      CK(cudaSetDevice(1));
-      CK(cudaFree(sink));
+      rc_order_ceiling(1, iters, s0);
       CK(cudaSetDevice(0));
       CK(cudaEventDestroy(e0));
       CK(cudaEventDestroy(e1));
@@ -255,6 +265,10 @@ void bench_anchors(const Options& o, Harness& h) {
     }
   } else {
     std::printf(" one GPU: no two-GPU anchors\n");
+    cudaStream_t s0;
+    CK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+    rc_order_ceiling(0, iters, s0);
+    CK(cudaStreamDestroy(s0));
   }
   CK(cudaFreeHost(rtt));
   CK(cudaFreeHost(timeouts));

@@ -42,9 +42,10 @@
 //              which serialises kernel launches and so would stall behind the resident engine.
 //   anchors    what the hardware gives without any verbs: a flag ping-pong between two blocks
 //              through GPU memory and through pinned host memory, and between two GPUs by peer
-//              stores when two are present; cudaMemcpyPeerAsync latency; with two GPUs the
-//              message rate RC order alone allows (messages to the peer, a system-scope fence
-//              after each, a QP a warp or a lane of one warp): the GPU engine's msgrate ceiling.
+//              stores when two are present; cudaMemcpyPeerAsync latency; the message rate RC
+//              order alone allows (messages to the peer GPU, or with one GPU to its own memory,
+//              a system-scope fence after each, a QP a warp or a lane of one warp): the GPU
+//              engine's msgrate ceiling.
 //   drain      gpu-qgpu only: the GPU engine's time per WQE apart from its posters. With the
 //              engine stopped, 1 or 16 QPs get up to 128 inline WRITEs each; the engine resumes
 //              under blocks that wait for the CQEs, and a QP's first-to-last CQE time gives it.
