@@ -479,12 +479,15 @@ class Hca {
     const Arena& a = env.own();
     const std::byte* sq = a.at<std::byte>(q.sq_off);
     load_first_bb(q, sq, q.sq_head, w);
+    // Earlier WQEs' data is ordered before this one's (RC order), before anything of this WQE
+    // is used: the GPU engine's system-scope fence then runs beside this WQE's loads, where
+    // after the checks it added its own time to theirs in every WQE of a burst.
+    env.order_messages();
     // The general path's steps for this WQE, in its order (the checks have no effects). Both
     // paths inline write_to(): one call reached from both measured slower (its register
     // allocation; notes/verbs-gpu.md, eleventh session).
     if (std::byte* const dst = fast_write(env, q, w, r)) {
       if (!env.may_move(w.length)) return Exec::kDeferred;
-      env.order_messages();
       return write_to(env, q, sq, w, r, dst);
     }
     const std::uint8_t bad = parse_wqe(q, sq, q.sq_head, q.sq_rung - q.sq_head, w);
@@ -533,9 +536,6 @@ class Hca {
                  MemCheck::kOk;
     };
 
-    // Earlier WQEs' data is ordered before this one's (RC order). Issued here, after this
-    // WQE's loads, a fence finds those stores mostly acknowledged already.
-    env.order_messages();
     switch (w.opcode) {
       case m5::kOpRdmaWrite:
       case m5::kOpRdmaWriteImm: {
