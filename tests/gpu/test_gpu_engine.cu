@@ -177,6 +177,31 @@ TEST_F(GpuEngine, WriteReadAtomicsOfEverySizeAndAlignment) {
   EXPECT_EQ(now, 0xfeedfacecafebeefull);
 }
 
+TEST_F(GpuEngine, ShortWritesOfEveryLengthAndAlignmentLeaveTheirNeighboursAlone) {
+  // A lane moves a short payload in words as wide as both pointers allow, in groups of loads
+  // before their stores, and the rest bytewise: every length from the first beyond one store
+  // (8 bytes) to a few full groups, from SGEs and destinations aligned to 16, 8, 4, 2 and 1
+  // bytes, and as inline data (read from its WQE, 4-byte aligned there). The 16 bytes on each
+  // side of every destination must keep what they held.
+  std::size_t window = 8192;
+  for (const bool inl : {false, true}) {
+    for (std::uint32_t n = 9; n <= 66; ++n) {
+      for (const std::size_t align : {16, 8, 4, 2, 1}) {
+        const std::size_t loff = window + align, roff = window + 64 + align;
+        window += 256;
+        SendWr wr = write_to(reinterpret_cast<std::uint64_t>(buf[1] + roff), mr[1]->rkey());
+        if (inl) wr.flags |= gv::ib::kWrInline;
+        const KernelResult r = run(wr, sge(0, loff, n));
+        ASSERT_EQ(r.poll, Status::kOk) << n << " bytes: " << gv::describe(r.c);
+        std::memcpy(host[1].data() + roff, host[0].data() + loff, n);
+        const auto got = stream->get(buf[1] + roff - 16, n + 32);
+        ASSERT_EQ(std::memcmp(got.data(), host[1].data() + roff - 16, n + 32), 0)
+            << (inl ? "inline " : "") << "WRITE of " << n << " bytes, pointers aligned to " << align;
+      }
+    }
+  }
+}
+
 TEST_F(GpuEngine, SendImmInlineAndWriteImmCompleteAtTheReceiver) {
   recv_kernel<<<1, 1, 0, stream->s>>>(qh[1], sge(1, 40000, 200), &res->post);
   stream->sync();
