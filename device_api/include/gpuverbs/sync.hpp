@@ -42,6 +42,26 @@ using aref_sys = std::atomic_ref<T>;
 #define GV_MO(x) std::memory_order_##x
 #endif
 
+#if GV_DEVICE_PASS
+namespace detail {
+/// One byte stored at scope s, relaxed or with release, by one instruction. libcu++ stores a
+/// 1-byte atomic_ref with a compare-and-swap loop on the word that holds it: a load round, a
+/// fence and an atomic round trip, about a microsecond (the GPU engine's released last byte of
+/// every message longer than 8 bytes; notes/verbs-gpu.md, eleventh session). PTX stores single
+/// bytes at every scope and order.
+__device__ __forceinline__ void store_byte(void* p, std::uint8_t v, bool release, Scope s) {
+  const unsigned w = v;
+  if (release) {
+    if (s == Scope::kSystem) asm volatile("st.release.sys.b8 [%0], %1;" ::"l"(p), "r"(w) : "memory");
+    else asm volatile("st.release.gpu.b8 [%0], %1;" ::"l"(p), "r"(w) : "memory");
+  } else {
+    if (s == Scope::kSystem) asm volatile("st.relaxed.sys.b8 [%0], %1;" ::"l"(p), "r"(w) : "memory");
+    else asm volatile("st.relaxed.gpu.b8 [%0], %1;" ::"l"(p), "r"(w) : "memory");
+  }
+}
+}  // namespace detail
+#endif
+
 // ---- Counters (device scope on the GPU) ------------------------------------------------------
 
 template <class T>
@@ -54,10 +74,16 @@ GV_HD GV_INLINE T load_relaxed(const T* p) {
 }
 template <class T>
 GV_HD GV_INLINE void store_release(T* p, T v) {
+#if GV_DEVICE_PASS
+  if constexpr (sizeof(T) == 1) return detail::store_byte(p, static_cast<std::uint8_t>(v), true, Scope::kGpu);
+#endif
   aref<T>(*p).store(v, GV_MO(release));
 }
 template <class T>
 GV_HD GV_INLINE void store_relaxed(T* p, T v) {
+#if GV_DEVICE_PASS
+  if constexpr (sizeof(T) == 1) return detail::store_byte(p, static_cast<std::uint8_t>(v), false, Scope::kGpu);
+#endif
   aref<T>(*p).store(v, GV_MO(relaxed));
 }
 template <class T>
@@ -115,6 +141,7 @@ GV_HD GV_INLINE T load_acquire(const T* p, Scope s) {
 template <class T>
 GV_HD GV_INLINE void store_release(T* p, T v, Scope s) {
 #if GV_DEVICE_PASS
+  if constexpr (sizeof(T) == 1) return detail::store_byte(p, static_cast<std::uint8_t>(v), true, s);
   if (s == Scope::kSystem) return aref_sys<T>(*p).store(v, GV_MO(release));
 #endif
   (void)s;
@@ -135,6 +162,7 @@ GV_HD GV_INLINE void release_fence(Scope s) {
 template <class T>
 GV_HD GV_INLINE void store_relaxed(T* p, T v, Scope s) {
 #if GV_DEVICE_PASS
+  if constexpr (sizeof(T) == 1) return detail::store_byte(p, static_cast<std::uint8_t>(v), false, s);
   if (s == Scope::kSystem) return aref_sys<T>(*p).store(v, GV_MO(relaxed));
 #endif
   (void)s;
