@@ -68,10 +68,11 @@ __global__ void flag_pingpong_2blocks(std::uint32_t* f0, std::uint32_t* f1, int 
 
 /// RC order alone, the ceiling of the GPU engine's message rate: each QP's thread stores `n`
 /// messages of `bytes` (8: one store, 64: four 16-byte stores) into `peer` (another GPU's
-/// memory, or this GPU's) with a system-scope fence after each, the settle() the engine issues between two
-/// messages of one QP. A QP is thread 0 of a block of its own (`qps` blocks: a warp a QP, the
-/// engine's QPs spread over warps) or lane q of one warp (`qps` lanes of block 0: an engine warp's
-/// lanes, whose fences are the warp's). t[2q], t[2q + 1]: QP q's start and end (%globaltimer).
+/// memory, or this GPU's) with a system-scope fence after each, the settle() the engine issues
+/// between two messages of one QP. A QP is thread 0 of a block of its own (`qps` blocks: a warp
+/// a QP, the engine's QPs spread over warps) or lane q of one warp (`qps` lanes of block 0: an
+/// engine warp's lanes, whose fences are the warp's). t[2q], t[2q + 1]: QP q's start and end
+/// (%globaltimer).
 __global__ void ordered_stores(std::byte* peer, int n, std::uint32_t bytes, int qps, std::uint64_t* t) {
   constexpr auto kSys = gv::sync::Scope::kSystem;
   const int q = gridDim.x > 1 ? static_cast<int>(blockIdx.x) : static_cast<int>(threadIdx.x);
