@@ -35,6 +35,9 @@
 //              engine stores next; called before a CQE and at the end of a burst. With
 //              `publish`, put() and copy() may leave a message that fits in one store
 //              unsettled: its receiver need not wait for a fence
+//   bool     env.poll_again(bool idle_kept, uint32_t polls)
+//              after the `polls`th round of an idle check's loads: whether to load again at once
+//              rather than end the visit (`idle_kept`: the QP is idle and its visit kept on chip)
 //   void     env.order_messages()         before a WQE moves data: order the earlier messages'
 //              bytes before this WQE's (RC order). May be lazier than settle(): a message's
 //              released last byte needs no fence before data whose own publication is a release
@@ -177,10 +180,24 @@ class Hca {
     // record is loaded with acquire: what it publishes (the WQEs) is then ordered before the
     // visit's loads, and a kept visit needs no fence (a visit from the QP's memory fences).
     const auto* dbrec = a.at<m5::QpDbrec>(cached ? kept->v.dbrec_off : q.dbrec_off);
-    const std::uint32_t live = check_qpn ? sync::load_polled(&q.qpn) : 1u;
-    const auto st = static_cast<QpState>(sync::load_polled(&q.state));
-    const std::uint64_t db = sync::load_polled(a.at<std::uint64_t>(cached ? kept->doorbell_off : q.doorbell_off));
-    const std::uint32_t snd = sync::load_acquire(&dbrec->snd.raw);
+    const auto* doorbell = a.at<std::uint64_t>(cached ? kept->doorbell_off : q.doorbell_off);
+    const std::uint64_t head = cached ? kept->v.sq_head : q.sq_head;
+    const std::uint64_t rung_to = cached ? kept->v.sq_rung : q.sq_rung;
+    const std::uint64_t last_db = cached ? kept->v.last_doorbell : q.last_doorbell;
+    std::uint32_t live;
+    QpState st;
+    std::uint64_t db, rec;
+    for (std::uint32_t polls = 1;; ++polls) {
+      live = check_qpn ? sync::load_polled(&q.qpn) : 1u;
+      st = static_cast<QpState>(sync::load_polled(&q.state));
+      db = sync::load_polled(doorbell);
+      rec = ib::widen(head, m5::dbrec_counter(byteswap(sync::load_acquire(&dbrec->snd.raw))), m5::kWqeIndexBits);
+      const bool idle = live != 0 && st == QpState::kRts && db == last_db && rec <= rung_to && head >= rung_to;
+      // An idle QP whose visit is kept may be polled again at once, as the engine decides (the
+      // GPU engine's warp, while all its polling lanes hold such QPs, a few rounds a sweep):
+      // the sweep around one round of these loads took as long as the round again.
+      if (!env.poll_again(cached && idle, polls)) break;
+    }
     if (kept != nullptr && (live == 0 || st != QpState::kRts)) kept->valid = 0;
     if (live == 0) return false;
     if (st == QpState::kError) {
@@ -195,10 +212,7 @@ class Hca {
     // WQE's control segment) is checked against our qpn. A poster publishes both behind one
     // release with no order between them (QpHandle::record_polled), so either may be seen
     // first: a record not yet seen is taken at a later visit.
-    const std::uint64_t head = cached ? kept->v.sq_head : q.sq_head;
-    const std::uint64_t rung_to = cached ? kept->v.sq_rung : q.sq_rung;
-    const std::uint64_t rec = ib::widen(head, m5::dbrec_counter(byteswap(snd)), m5::kWqeIndexBits);
-    const bool rung = db != (cached ? kept->v.last_doorbell : q.last_doorbell);
+    const bool rung = db != last_db;
     if (!rung && rec <= rung_to && head >= rung_to) return false;
     if (!cached) sync::acquire_fence();
     QpVisit v = cached ? kept->v : begin_visit(q);

@@ -84,6 +84,8 @@ class CpuEnv {
   /// Every copy is settled when it returns (its last byte is a release store).
   void settle() {}
   void order_messages() {}
+  /// The thread's loop polls every QP in turn.
+  bool poll_again(bool, std::uint32_t) { return false; }
 
   std::uint64_t fetch_add(std::uint64_t* t, std::uint64_t v) {
     if (gpu_)

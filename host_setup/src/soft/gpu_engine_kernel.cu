@@ -23,6 +23,9 @@ namespace {
 using soft::Arena;
 using soft::ArenaHeader;
 
+/// Rounds of loads a lane spends on an idle kept QP in one sweep (GpuEnv::poll_again()).
+constexpr std::uint32_t kIdlePolls = 8;
+
 /// A lane alone moves up to this many bytes (four rounds of eight 16-byte loads); a WQE with a
 /// larger payload waits for its converged warp.
 constexpr std::uint64_t kSoloBytes = 512;
@@ -176,6 +179,13 @@ class GpuEnv {
     // The single store inline: through put_out()'s call it took about 0.5 us a WQE (a per-step
     // trace of the ping-pong on one H200, notes/verbs-gpu.md).
     if (!put_single(dst, v, n, publish, scope, unsettled_)) unsettled_ = put_out(dst, v, n, publish, scope, unsettled_);
+  }
+
+  /// An idle kept QP's loads once more, at once, while every lane polling beside this one in
+  /// the warp has such a QP (the warp leaves together), up to kIdlePolls rounds a sweep: one
+  /// round is all the next doorbell waits for, where a sweep took two (the loop around it).
+  __device__ bool poll_again(bool idle_kept, std::uint32_t polls) {
+    return __all_sync(__activemask(), idle_kept) && polls < kIdlePolls;
   }
 
   /// Order every byte copy() and put() stored before what this engine stores next.
