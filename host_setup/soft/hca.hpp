@@ -187,16 +187,17 @@ class Hca {
     std::uint32_t live;
     QpState st;
     std::uint64_t db, rec;
+    bool nothing;  // no doorbell rung, and no WQE published past those executed
     for (std::uint32_t polls = 1;; ++polls) {
       live = check_qpn ? sync::load_polled(&q.qpn) : 1u;
       st = static_cast<QpState>(sync::load_polled(&q.state));
       db = sync::load_polled(doorbell);
       rec = ib::widen(head, m5::dbrec_counter(byteswap(sync::load_acquire(&dbrec->snd.raw))), m5::kWqeIndexBits);
-      const bool idle = live != 0 && st == QpState::kRts && db == last_db && rec <= rung_to && head >= rung_to;
+      nothing = db == last_db && rec <= rung_to && head >= rung_to;
       // An idle QP whose visit is kept may be polled again at once, as the engine decides (the
       // GPU engine's warp, while all its polling lanes hold such QPs, a few rounds a sweep):
       // the sweep around one round of these loads took as long as the round again.
-      if (!env.poll_again(cached && idle, polls)) break;
+      if (!env.poll_again(cached && live != 0 && st == QpState::kRts && nothing, polls)) break;
     }
     if (kept != nullptr && (live == 0 || st != QpState::kRts)) kept->valid = 0;
     if (live == 0) return false;
@@ -212,8 +213,8 @@ class Hca {
     // WQE's control segment) is checked against our qpn. A poster publishes both behind one
     // release with no order between them (QpHandle::record_polled), so either may be seen
     // first: a record not yet seen is taken at a later visit.
+    if (nothing) return false;
     const bool rung = db != last_db;
-    if (!rung && rec <= rung_to && head >= rung_to) return false;
     if (!cached) sync::acquire_fence();
     QpVisit v = cached ? kept->v : begin_visit(q);
     if (rung) {
