@@ -1,0 +1,155 @@
+#include "family.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include "host_env.hpp"
+
+namespace gv::scope {
+namespace {
+
+/// Enqueues per timed region: enough that one region moves at least 4 MiB, at most 64.
+int reps_for(std::uint64_t bytes) {
+  return static_cast<int>(std::clamp<std::uint64_t>((std::uint64_t{4} << 20) / std::max<std::uint64_t>(bytes, 1), 1, 64));
+}
+
+void set_where(benchmark::State& st, const Where& w, std::uint64_t bytes) {
+  st.counters["bytes"] = static_cast<double>(bytes);
+  st.counters["cuda_id"] = w.gpu;
+  st.counters["numa_id"] = w.numa;
+  if (w.peer >= 0) st.counters["peer_id"] = w.peer;
+}
+
+/// The method: every round held until enqueued, reps enqueues per round.
+void run_method(benchmark::State& st, const Where& w, const MakeCase& make, std::uint64_t size, bool repeat) {
+  try {
+    NumaScope pin(w.numa);
+    const std::unique_ptr<Case> c = make(w, size);
+    Timer t(w.gpu, c->streams());
+    c->before();
+    (void)t.plain([&](int i) { c->enqueue(i, t.stream(i)); });
+    c->verify();
+    const int reps = repeat ? reps_for(c->bytes()) : 1;
+    double total = 0;
+    for (auto _ : st) {
+      c->before();
+      const double ms = t.held([&](int i) {
+        for (int r = 0; r < reps; ++r) c->enqueue(i, t.stream(i));
+      });
+      st.SetIterationTime(ms / 1e3);
+      total += ms / 1e3;
+    }
+    set_where(st, w, size);
+    st.counters["reps"] = reps;
+    st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * static_cast<std::uint64_t>(reps) * c->bytes()));
+    if (st.iterations() > 0) c->counters(st, total / static_cast<double>(st.iterations()) / reps);
+  } catch (const std::exception& e) {
+    st.SkipWithError(e.what());
+  }
+}
+
+/// The plain measurement: one enqueue with events right around it, median of kPlainRuns,
+/// taken outside Google Benchmark's loop (which runs once to report it).
+void run_plain(benchmark::State& st, const Where& w, const MakeCase& make, std::uint64_t size) {
+  try {
+    NumaScope pin(w.numa);
+    const std::unique_ptr<Case> c = make(w, size);
+    Timer t(w.gpu, c->streams());
+    const auto once = [&](int i) { c->enqueue(i, t.stream(i)); };
+    c->before();
+    (void)t.plain(once);
+    c->verify();
+    std::vector<double> ms;
+    for (int k = 0; k < kPlainRuns; ++k) {
+      c->before();
+      ms.push_back(t.plain(once));
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2] / 1e3;
+    for (auto _ : st) st.SetIterationTime(med);
+    set_where(st, w, size);
+    st.counters["reps"] = 1;
+    st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * c->bytes()));
+    c->counters(st, med);
+  } catch (const std::exception& e) {
+    st.SkipWithError(e.what());
+  }
+}
+
+}  // namespace
+
+void run_case(benchmark::State& st, const Where& w, const MakeCase& make, std::uint64_t size, bool plain, bool repeat) {
+  if (plain) run_plain(st, w, make, size);
+  else run_method(st, w, make, size, repeat);
+}
+
+namespace {
+
+benchmark::internal::Benchmark* common(const Plan& plan, benchmark::internal::Benchmark* b) {
+  b->UseManualTime()->Unit(benchmark::kMicrosecond);
+  if (!plan.min_time_given) b->MinTime(0.05);
+  return b;
+}
+
+}  // namespace
+
+std::string row_name(const std::string& family, const Where& w) {
+  return "Comm_" + family + "/" + std::to_string(w.peer >= 0 ? w.gpu : w.numa) + "/" +
+         std::to_string(w.peer >= 0 ? w.peer : w.gpu);
+}
+
+void add_sized(const Plan& plan, const std::string& family, const Where& w, const MakeCase& make, int lo, int hi) {
+  lo = std::max(lo, plan.opt.log2_lo);
+  hi = std::min(hi, plan.opt.log2_hi);
+  if (lo > hi) return;
+  auto* b = benchmark::RegisterBenchmark(row_name(family, w).c_str(), [=](benchmark::State& st) {
+    run_case(st, w, make, std::uint64_t{1} << st.range(0), false, true);
+  });
+  common(plan, b)->ArgName("log2(N)");
+  int last = lo;
+  for (int k = lo; k <= hi; k += plan.opt.log2_step) b->Arg(last = k);
+  if (last != hi) b->Arg(hi);  // the plateau size is always measured
+  auto* p = benchmark::RegisterBenchmark(row_name("Plain_" + family, w).c_str(), [=](benchmark::State& st) {
+    run_case(st, w, make, std::uint64_t{1} << st.range(0), true, false);
+  });
+  common(plan, p)->ArgName("log2(N)")->Arg(hi)->Iterations(1);
+}
+
+void add_single(const Plan& plan, const std::string& name, const Where& w, const MakeCase& make, bool plain) {
+  common(plan, benchmark::RegisterBenchmark(row_name(name, w).c_str(), [=](benchmark::State& st) {
+    run_case(st, w, make, 0, false, false);
+  }));
+  if (plain)
+    common(plan, benchmark::RegisterBenchmark(row_name("Plain_" + name, w).c_str(), [=](benchmark::State& st) {
+      run_case(st, w, make, 0, true, false);
+    }))->Iterations(1);
+}
+
+void add_host_timed(const Plan& plan, const std::string& name, const std::function<void(benchmark::State&)>& body) {
+  common(plan, benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+    try {
+      body(st);
+    } catch (const std::exception& e) {
+      st.SkipWithError(e.what());
+    }
+  }));
+}
+
+void peer_access(int from, int to, bool on) {
+  detail::DeviceGuard g(from);
+  const cudaError_t e = on ? cudaDeviceEnablePeerAccess(to, 0) : cudaDeviceDisablePeerAccess(to);
+  (void)cudaGetLastError();
+  if (e != cudaErrorPeerAccessAlreadyEnabled && e != cudaErrorPeerAccessNotEnabled) cuda_check(e, "peer access");
+}
+
+std::vector<std::pair<int, int>> peer_pairs(const Plan& plan) {
+  std::vector<std::pair<int, int>> v;
+  for (const int a : plan.gpus)
+    for (const int b : plan.gpus) {
+      int ok = 0;
+      if (a != b && cudaDeviceCanAccessPeer(&ok, a, b) == cudaSuccess && ok) v.emplace_back(a, b);
+    }
+  return v;
+}
+
+}  // namespace gv::scope
