@@ -181,9 +181,11 @@ void add_rmw(const Plan& plan, const Where& w, Op o, Scope sc, Pattern p, Mem me
     return std::make_unique<RmwCase>(o, sc, p, mem, x.gpu, x.peer >= 0 ? x.peer : x.gpu, c, pad);
   };
   const auto reg = [&](bool plain) {
-    auto* b = benchmark::RegisterBenchmark(row_name((plain ? "Plain_" : "") + fam, w).c_str(), [=](benchmark::State& st) {
+    const std::string row = row_name((plain ? "Plain_" : "") + fam, w);
+    auto* b = benchmark::RegisterBenchmark(row.c_str(), [=](benchmark::State& st) {
       const auto c = static_cast<std::uint64_t>(st.range(0)), pad = static_cast<std::uint64_t>(st.range(1));
-      run_case(st, w, [&](const Where& x, std::uint64_t) { return make(x, c, pad); }, 0, plain, false);
+      run_case(st, row_name(fam, w) + "/" + std::to_string(c) + "/" + std::to_string(pad), w,
+               [&](const Where& x, std::uint64_t) { return make(x, c, pad); }, 0, plain, false);
     });
     b->UseManualTime()->Unit(benchmark::kMicrosecond)->ArgNames({"contention", "padding"});
     if (!plan.min_time_given) b->MinTime(0.02);
@@ -222,10 +224,12 @@ void register_atomics(const Plan& plan) {
     for (const bool shared : {true, false})
       for (const bool plain : {false, true}) {
         const std::string fam = shared ? "AtomicRMW_SharedQueue_Shared" : "AtomicRMW_SharedQueue_Exclusive";
-        auto* b = benchmark::RegisterBenchmark(row_name((plain ? "Plain_" : "") + fam, w).c_str(), [=](benchmark::State& st) {
+        const std::string row = row_name((plain ? "Plain_" : "") + fam, w);
+        auto* b = benchmark::RegisterBenchmark(row.c_str(), [=](benchmark::State& st) {
           const auto n = static_cast<std::uint32_t>(st.range(0));
-          run_case(st, w, [=](const Where& x, std::uint64_t) { return std::make_unique<ReserveCase>(shared, x.gpu, n); }, 0,
-                   plain, false);
+          run_case(st, row_name(fam, w) + "/" + std::to_string(n), w,
+                   [=](const Where& x, std::uint64_t) { return std::make_unique<ReserveCase>(shared, x.gpu, n); }, 0, plain,
+                   false);
         });
         b->UseManualTime()->Unit(benchmark::kMicrosecond)->ArgName("posters");
         if (!plan.min_time_given) b->MinTime(0.02);

@@ -20,29 +20,59 @@ void set_where(benchmark::State& st, const Where& w, std::uint64_t bytes) {
   if (w.peer >= 0) st.counters["peer_id"] = w.peer;
 }
 
-/// The method: every round held until enqueued, reps enqueues per round.
-void run_method(benchmark::State& st, const Where& w, const MakeCase& make, std::uint64_t size, bool repeat) {
+/// The Case of the row being measured, kept while Google Benchmark runs the same row again to
+/// settle its iteration count, so large buffers are set up and verified once per row.
+struct Cached {
+  std::string key;
+  std::unique_ptr<Case> c;
+  std::unique_ptr<Timer> t;
+};
+Cached& cached() {
+  static Cached k;
+  return k;
+}
+
+/// The row's Case and Timer, made (and verified after one untimed run) on first use.
+Cached& prepare(const std::string& key, const Where& w, const MakeCase& make, std::uint64_t size) {
+  Cached& k = cached();
+  if (k.key == key && k.c) return k;
+  k.t.reset();
+  k.c.reset();
+  k.key.clear();
+  k.c = make(w, size);
+  k.t = std::make_unique<Timer>(w.gpu, k.c->streams());
+  k.c->before();
+  (void)k.t->plain([&](int i) { k.c->enqueue(i, k.t->stream(i)); });
+  k.c->verify();
+  k.key = key;
+  return k;
+}
+
+/// The method: every round held until enqueued (where the transfer allows), reps enqueues per
+/// round.
+void run_method(benchmark::State& st, const std::string& key, const Where& w, const MakeCase& make, std::uint64_t size,
+                bool repeat) {
   try {
     NumaScope pin(w.numa);
-    const std::unique_ptr<Case> c = make(w, size);
-    Timer t(w.gpu, c->streams());
-    c->before();
-    (void)t.plain([&](int i) { c->enqueue(i, t.stream(i)); });
-    c->verify();
-    const int reps = repeat ? reps_for(c->bytes()) : 1;
+    Cached& k = prepare(key, w, make, size);
+    Case& c = *k.c;
+    Timer& t = *k.t;
+    const int reps = repeat ? reps_for(c.bytes()) : 1;
     double total = 0;
     for (auto _ : st) {
-      c->before();
-      const double ms = t.held([&](int i) {
-        for (int r = 0; r < reps; ++r) c->enqueue(i, t.stream(i));
-      });
+      c.before();
+      const auto round = [&](int i) {
+        for (int r = 0; r < reps; ++r) c.enqueue(i, t.stream(i));
+      };
+      const double ms = c.holdable() ? t.held(round) : t.plain(round);
       st.SetIterationTime(ms / 1e3);
       total += ms / 1e3;
     }
     set_where(st, w, size);
     st.counters["reps"] = reps;
-    st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * static_cast<std::uint64_t>(reps) * c->bytes()));
-    if (st.iterations() > 0) c->counters(st, total / static_cast<double>(st.iterations()) / reps);
+    st.counters["held"] = c.holdable() ? 1 : 0;
+    st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * static_cast<std::uint64_t>(reps) * c.bytes()));
+    if (st.iterations() > 0) c.counters(st, total / static_cast<double>(st.iterations()) / reps);
   } catch (const std::exception& e) {
     st.SkipWithError(e.what());
   }
@@ -50,18 +80,16 @@ void run_method(benchmark::State& st, const Where& w, const MakeCase& make, std:
 
 /// The plain measurement: one enqueue with events right around it, median of kPlainRuns,
 /// taken outside Google Benchmark's loop (which runs once to report it).
-void run_plain(benchmark::State& st, const Where& w, const MakeCase& make, std::uint64_t size) {
+void run_plain(benchmark::State& st, const std::string& key, const Where& w, const MakeCase& make, std::uint64_t size) {
   try {
     NumaScope pin(w.numa);
-    const std::unique_ptr<Case> c = make(w, size);
-    Timer t(w.gpu, c->streams());
-    const auto once = [&](int i) { c->enqueue(i, t.stream(i)); };
-    c->before();
-    (void)t.plain(once);
-    c->verify();
+    Cached& k = prepare(key, w, make, size);
+    Case& c = *k.c;
+    Timer& t = *k.t;
+    const auto once = [&](int i) { c.enqueue(i, t.stream(i)); };
     std::vector<double> ms;
-    for (int k = 0; k < kPlainRuns; ++k) {
-      c->before();
+    for (int r = 0; r < kPlainRuns; ++r) {
+      c.before();
       ms.push_back(t.plain(once));
     }
     std::sort(ms.begin(), ms.end());
@@ -69,8 +97,8 @@ void run_plain(benchmark::State& st, const Where& w, const MakeCase& make, std::
     for (auto _ : st) st.SetIterationTime(med);
     set_where(st, w, size);
     st.counters["reps"] = 1;
-    st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * c->bytes()));
-    c->counters(st, med);
+    st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * c.bytes()));
+    c.counters(st, med);
   } catch (const std::exception& e) {
     st.SkipWithError(e.what());
   }
@@ -78,9 +106,17 @@ void run_plain(benchmark::State& st, const Where& w, const MakeCase& make, std::
 
 }  // namespace
 
-void run_case(benchmark::State& st, const Where& w, const MakeCase& make, std::uint64_t size, bool plain, bool repeat) {
-  if (plain) run_plain(st, w, make, size);
-  else run_method(st, w, make, size, repeat);
+void run_case(benchmark::State& st, const std::string& row, const Where& w, const MakeCase& make, std::uint64_t size,
+              bool plain, bool repeat) {
+  const std::string key = row + "@" + std::to_string(size);
+  if (plain) run_plain(st, key, w, make, size);
+  else run_method(st, key, w, make, size, repeat);
+}
+
+void release_cached() {
+  cached().t.reset();
+  cached().c.reset();
+  cached().key.clear();
 }
 
 namespace {
@@ -102,26 +138,28 @@ void add_sized(const Plan& plan, const std::string& family, const Where& w, cons
   lo = std::max(lo, plan.opt.log2_lo);
   hi = std::min(hi, plan.opt.log2_hi);
   if (lo > hi) return;
-  auto* b = benchmark::RegisterBenchmark(row_name(family, w).c_str(), [=](benchmark::State& st) {
-    run_case(st, w, make, std::uint64_t{1} << st.range(0), false, true);
+  const std::string name = row_name(family, w), pname = row_name("Plain_" + family, w);
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+    run_case(st, name, w, make, std::uint64_t{1} << st.range(0), false, true);
   });
   common(plan, b)->ArgName("log2(N)");
   int last = lo;
   for (int k = lo; k <= hi; k += plan.opt.log2_step) b->Arg(last = k);
   if (last != hi) b->Arg(hi);  // the plateau size is always measured
-  auto* p = benchmark::RegisterBenchmark(row_name("Plain_" + family, w).c_str(), [=](benchmark::State& st) {
-    run_case(st, w, make, std::uint64_t{1} << st.range(0), true, false);
+  auto* p = benchmark::RegisterBenchmark(pname.c_str(), [=](benchmark::State& st) {
+    run_case(st, name, w, make, std::uint64_t{1} << st.range(0), true, false);  // the method row's Case
   });
   common(plan, p)->ArgName("log2(N)")->Arg(hi)->Iterations(1);
 }
 
 void add_single(const Plan& plan, const std::string& name, const Where& w, const MakeCase& make, bool plain) {
-  common(plan, benchmark::RegisterBenchmark(row_name(name, w).c_str(), [=](benchmark::State& st) {
-    run_case(st, w, make, 0, false, false);
+  const std::string row = row_name(name, w), prow = row_name("Plain_" + name, w);
+  common(plan, benchmark::RegisterBenchmark(row.c_str(), [=](benchmark::State& st) {
+    run_case(st, row, w, make, 0, false, false);
   }));
   if (plain)
-    common(plan, benchmark::RegisterBenchmark(row_name("Plain_" + name, w).c_str(), [=](benchmark::State& st) {
-      run_case(st, w, make, 0, true, false);
+    common(plan, benchmark::RegisterBenchmark(prow.c_str(), [=](benchmark::State& st) {
+      run_case(st, row, w, make, 0, true, false);
     }))->Iterations(1);
 }
 

@@ -26,6 +26,9 @@ class Case {
   virtual int streams() const { return 1; }
   /// Enqueues stream i's part once.
   virtual void enqueue(int i, cudaStream_t s) = 0;
+  /// Whether the stream may be held while the region is enqueued: not where the copy call
+  /// itself waits for the stream (pageable memory is staged by the host during the call).
+  virtual bool holdable() const { return true; }
   /// Before each timed region, outside it (the `_flush` families flush here).
   virtual void before() {}
   /// Bytes one enqueue of every stream moves (the rate's numerator).
@@ -58,7 +61,11 @@ struct Plan {
 
 /// Runs one row: the method (plain = false: every round held until enqueued; `repeat`: several
 /// enqueues a round for small sizes) or the plain measurement. Errors become SkipWithError.
-void run_case(benchmark::State& st, const Where& w, const MakeCase& make, std::uint64_t size, bool plain, bool repeat);
+/// `row` names the row (with its arguments) so a Case set up for it is kept while Google
+/// Benchmark reruns the row; release_cached() frees the last one before CUDA shuts down.
+void run_case(benchmark::State& st, const std::string& row, const Where& w, const MakeCase& make, std::uint64_t size,
+              bool plain, bool repeat);
+void release_cached();
 
 /// Registers the method rows of `family` over the plan's sizes (clamped to [lo, hi]) and its
 /// plain row at the largest of them. Rates: bytes_per_second; each row also has bytes,

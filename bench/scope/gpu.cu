@@ -214,9 +214,14 @@ double Timer::held(const std::function<void(int)>& work) {
     hold_kernel<<<1, 1, 0, streams_[i]>>>(dflag, 2'000'000'000ull, dflag + 1);
     cuda_check(cudaGetLastError(), "hold kernel");
   }
-  for (int i = 0; i < n; ++i) cuda_check(cudaEventRecord(start_[i], streams_[i]), "cudaEventRecord");
-  for (int i = 0; i < n; ++i) work(i);
-  for (int i = 0; i < n; ++i) cuda_check(cudaEventRecord(stop_[i], streams_[i]), "cudaEventRecord");
+  try {
+    for (int i = 0; i < n; ++i) cuda_check(cudaEventRecord(start_[i], streams_[i]), "cudaEventRecord");
+    for (int i = 0; i < n; ++i) work(i);
+    for (int i = 0; i < n; ++i) cuda_check(cudaEventRecord(stop_[i], streams_[i]), "cudaEventRecord");
+  } catch (...) {
+    __atomic_store_n(flag_, 1u, __ATOMIC_RELEASE);  // let the hold kernels go before reporting
+    throw;
+  }
   __atomic_store_n(flag_, 1u, __ATOMIC_RELEASE);
   for (int i = 0; i < n; ++i) wait_event(stop_[i], "timed region");
   if (__atomic_load_n(timed_out_, __ATOMIC_ACQUIRE) != 0)

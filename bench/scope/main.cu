@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
                                     std::to_string(gv::detail::numa_node_count()) + " NUMA node(s)");
   }
   const std::size_t ran = benchmark::RunSpecifiedBenchmarks();
+  release_cached();
   benchmark::Shutdown();
   if (ran == 0) {
     std::fprintf(stderr, "gv_scope: no benchmark matches the filter (gv_scope --benchmark_list_tests lists them)\n");
