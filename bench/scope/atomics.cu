@@ -188,11 +188,11 @@ void add_rmw(const Plan& plan, const Where& w, Op o, Scope sc, Pattern p, Mem me
                [&](const Where& x, std::uint64_t) { return make(x, c, pad); }, 0, plain, false);
     });
     b->UseManualTime()->Unit(benchmark::kMicrosecond)->ArgNames({"contention", "padding"});
-    if (!plan.min_time_given) b->MinTime(0.02);
     if (plain) {
       b->Iterations(1)->Args({1, 1});
       return;
     }
+    if (!plan.min_time_given) b->MinTime(0.02);
     if (full)
       for (int c = 1; c <= 1024; c *= 2)
         for (int pad = 1; pad <= 1024; pad *= 2) b->Args({c, pad});
@@ -232,10 +232,12 @@ void register_atomics(const Plan& plan) {
                    false);
         });
         b->UseManualTime()->Unit(benchmark::kMicrosecond)->ArgName("posters");
-        if (!plan.min_time_given) b->MinTime(0.02);
-        if (plain) b->Iterations(1)->Arg(1024);
-        else
+        if (plain) {
+          b->Iterations(1)->Arg(1024);
+        } else {
+          if (!plan.min_time_given) b->MinTime(0.02);
           for (const int n : {1, 32, 256, 1024, 8192, 32768}) b->Arg(n);
+        }
       }
   }
 }

@@ -31,6 +31,7 @@ class CopyCase final : public Case {
   }
   int streams() const override { return duplex_ ? 2 : 1; }
   bool holdable() const override { return src_end_.kind != Mem::kPageable && dst_end_.kind != Mem::kPageable; }
+  int max_reps() const override { return 64; }
   std::uint64_t bytes() const override { return bytes_ * (duplex_ ? 2 : 1); }
 
   void enqueue(int i, cudaStream_t s) override {

@@ -8,9 +8,10 @@
 namespace gv::scope {
 namespace {
 
-/// Enqueues per timed region: enough that one region moves at least 4 MiB, at most 64.
-int reps_for(std::uint64_t bytes) {
-  return static_cast<int>(std::clamp<std::uint64_t>((std::uint64_t{4} << 20) / std::max<std::uint64_t>(bytes, 1), 1, 64));
+/// Enqueues per timed region: enough that one region moves at least 4 MiB, at most `most`.
+int reps_for(std::uint64_t bytes, int most) {
+  return static_cast<int>(std::clamp<std::uint64_t>((std::uint64_t{4} << 20) / std::max<std::uint64_t>(bytes, 1), 1,
+                                                     static_cast<std::uint64_t>(most)));
 }
 
 void set_where(benchmark::State& st, const Where& w, std::uint64_t bytes) {
@@ -57,7 +58,7 @@ void run_method(benchmark::State& st, const std::string& key, const Where& w, co
     Cached& k = prepare(key, w, make, size);
     Case& c = *k.c;
     Timer& t = *k.t;
-    const int reps = repeat ? reps_for(c.bytes()) : 1;
+    const int reps = repeat ? reps_for(c.bytes(), c.max_reps()) : 1;
     double total = 0;
     for (auto _ : st) {
       c.before();
@@ -121,9 +122,12 @@ void release_cached() {
 
 namespace {
 
-benchmark::internal::Benchmark* common(const Plan& plan, benchmark::internal::Benchmark* b) {
+/// Manual time in µs; method rows run at least 50 ms unless --benchmark_min_time says otherwise
+/// (Google Benchmark's 0.5 s default would make the default run long). Plain rows run once.
+benchmark::internal::Benchmark* common(const Plan& plan, benchmark::internal::Benchmark* b, bool plain = false) {
   b->UseManualTime()->Unit(benchmark::kMicrosecond);
-  if (!plan.min_time_given) b->MinTime(0.05);
+  if (plain) b->Iterations(1);
+  else if (!plan.min_time_given) b->MinTime(0.05);
   return b;
 }
 
@@ -149,7 +153,7 @@ void add_sized(const Plan& plan, const std::string& family, const Where& w, cons
   auto* p = benchmark::RegisterBenchmark(pname.c_str(), [=](benchmark::State& st) {
     run_case(st, name, w, make, std::uint64_t{1} << st.range(0), true, false);  // the method row's Case
   });
-  common(plan, p)->ArgName("log2(N)")->Arg(hi)->Iterations(1);
+  common(plan, p, true)->ArgName("log2(N)")->Arg(hi);
 }
 
 void add_single(const Plan& plan, const std::string& name, const Where& w, const MakeCase& make, bool plain) {
@@ -160,7 +164,7 @@ void add_single(const Plan& plan, const std::string& name, const Where& w, const
   if (plain)
     common(plan, benchmark::RegisterBenchmark(prow.c_str(), [=](benchmark::State& st) {
       run_case(st, row, w, make, 0, true, false);
-    }))->Iterations(1);
+    }), true);
 }
 
 void add_host_timed(const Plan& plan, const std::string& name, const std::function<void(benchmark::State&)>& body) {

@@ -29,6 +29,9 @@ class Case {
   /// Whether the stream may be held while the region is enqueued: not where the copy call
   /// itself waits for the stream (pageable memory is staged by the host during the call).
   virtual bool holdable() const { return true; }
+  /// Enqueues a timed region may repeat for small sizes: 1 where a repeat would not redo the
+  /// work (pages already migrated, a chain already cached), more for copies and kernels.
+  virtual int max_reps() const { return 1; }
   /// Before each timed region, outside it (the `_flush` families flush here).
   virtual void before() {}
   /// Bytes one enqueue of every stream moves (the rate's numerator).

@@ -19,7 +19,7 @@ jsons=()
 for ((i = 0; i < ${#parts[@]}; i += 2)); do
   name=${parts[i]} filter=${parts[i + 1]}
   t0=$SECONDS
-  timeout -k 5 "$limit" "$bin" "$@" --benchmark_filter="$filter" --benchmark_out="$out/scope-$name.json" \
+  timeout -k 5 "$limit" stdbuf -oL "$bin" "$@" --benchmark_filter="$filter" --benchmark_out="$out/scope-$name.json" \
     --benchmark_out_format=json > "$out/scope-$name.log" 2>&1
   echo "part $name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/parts.txt"
   [[ -s $out/scope-$name.json ]] && python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$out/scope-$name.json" 2>/dev/null &&

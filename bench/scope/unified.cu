@@ -64,6 +64,7 @@ class Prefetch final : public Case {
  public:
   Prefetch(int gpu, bool to_gpu, std::uint64_t bytes) : gpu_(gpu), to_gpu_(to_gpu), buf_(Mem::kManaged, bytes, gpu) {
     fill_host(buf_.host(), bytes, 0xf0);
+    want_ = checksum_host(buf_.host(), bytes);
   }
   std::uint64_t bytes() const override { return buf_.bytes(); }
   void before() override { prefetch_sync(buf_, to_gpu_ ? on_host() : on_gpu(gpu_), gpu_); }
@@ -80,7 +81,7 @@ class Prefetch final : public Case {
   int gpu_;
   bool to_gpu_;
   Buffer buf_;
-  std::uint64_t want_ = checksum_host(buf_.host(), buf_.bytes());
+  std::uint64_t want_ = 0;
 };
 
 /// One GPU thread follows a chain through pages that start on the host: one fault per step.

@@ -45,6 +45,7 @@ class ZeroCopyCase final : public Case {
       fill_device(buf_.device(), bytes, 0x2c0, nullptr);
     }
   }
+  int max_reps() const override { return 64; }
   std::uint64_t bytes() const override { return bytes_; }
   void enqueue(int, cudaStream_t s) override {
     const std::size_t n = bytes_ / sizeof(uint4);

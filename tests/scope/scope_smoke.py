@@ -19,10 +19,10 @@ FAMILIES = ["cudaMemcpyAsync_", "ZeroCopy_", "UM_Demand_", "UM_Prefetch_", "UM_L
 # Sized families at 2^20 B, plain rows included; atomics: every op and pattern at device and
 # system scope on device memory and block scope on host memory, at contention 32, padding 1.
 FILTER = ("^Comm_(Plain_)?(cudaMemcpy|ZeroCopy|UM_|Latency|cudart)"
-          "|^Comm_AtomicRMW_[A-Za-z]+_[A-Za-z]+_(Device|System)_GPU/[0-9]+/0/contention:32/padding:1$"
-          "|^Comm_AtomicRMW_[A-Za-z]+_Contiguous_Block_Pinned/[0-9]+/0/contention:32/padding:1$"
+          "|^Comm_AtomicRMW_[A-Za-z]+_[A-Za-z]+_(Device|System)_GPU/[0-9]+/0/contention:32/padding:1/"
+          "|^Comm_AtomicRMW_[A-Za-z]+_Contiguous_Block_Pinned/[0-9]+/0/contention:32/padding:1/"
           "|^Comm_Plain_AtomicRMW_FetchAdd_Contiguous_Device_GPU"
-          "|^Comm_AtomicRMW_SharedQueue_[A-Za-z]+/[0-9]+/0/posters:(1|1024)$")
+          "|^Comm_AtomicRMW_SharedQueue_[A-Za-z]+/[0-9]+/0/posters:(1|1024)/")
 
 
 def main():
