@@ -1,6 +1,9 @@
 """Reading gv_scope's Google Benchmark JSON: rows by family, arguments and counters; shared by
-summarize.py and plot.py."""
+summarize.py and plot.py. A run cut off by its time limit leaves a truncated JSON file: its
+complete rows are kept, and rows that reached only the console log beside it (<same stem>.log,
+Google Benchmark's console table) are read from there at the table's precision."""
 import json
+import os
 import re
 
 
@@ -16,7 +19,9 @@ class Row:
         for p in parts[3:]:
             if ":" in p:
                 k, v = p.split(":", 1)
-                self.args[k] = int(v)
+                # Arguments only: not Google Benchmark's own min_time / iterations / repeats.
+                if k not in ("min_time", "iterations", "repeats") and v.lstrip("-").isdigit():
+                    self.args[k] = int(v)
         self.error = r.get("error_message") if r.get("error_occurred") else None
 
     def get(self, key, default=None):
@@ -34,12 +39,55 @@ class Row:
         return (self.family, tuple(self.ids), tuple(sorted(self.args.items())))
 
 
+
+def console_rows(path):
+    """Rows of a Google Benchmark console table (bytes_per_second is printed 1024-based)."""
+    rows = []
+    if not os.path.exists(path):
+        return rows
+    for line in open(path, errors="replace"):
+        if not line.startswith("Comm_"):
+            continue
+        t = line.split()
+        if "ERROR" in line:
+            rows.append({"name": t[0], "error_occurred": True, "error_message": line.split("ERROR OCCURRED:", 1)[-1].strip(" '\n"),
+                         "run_type": "iteration", "from_console": True})
+            continue
+        r = {"name": t[0], "real_time": float(t[1]), "time_unit": t[2], "cpu_time": float(t[3]), "iterations": int(t[5]),
+             "run_type": "iteration", "from_console": True}
+        for kv in t[6:]:
+            k, _, v = kv.partition("=")
+            m = re.fullmatch(r"([-0-9.eE+]+)([kMGT]?)(/s)?", v)
+            if not m:
+                continue
+            base = 1024.0 if k == "bytes_per_second" else 1000.0
+            r[k] = float(m.group(1)) * (base ** ("kMGT".index(m.group(2)) + 1) if m.group(2) else 1.0)
+        rows.append(r)
+    return rows
+
+
+def read_json(path):
+    """The JSON of a run; a file cut off mid-write keeps its complete rows."""
+    text = open(path).read()
+    try:
+        return json.loads(text), False
+    except json.JSONDecodeError:
+        cut = text.rfind("\n    },")
+        if cut < 0:
+            return {"context": {}, "benchmarks": []}, True
+        return json.loads(text[:cut] + "\n    }\n  ]\n}\n"), True
+
+
 def load(path):
     """(context, rows): one row per benchmark instance, the median aggregate where repetitions
     ran, else the single run."""
-    d = json.load(open(path))
+    d, truncated = read_json(path)
+    benches = d.get("benchmarks", [])
+    if truncated:
+        have = {b["name"] for b in benches}
+        benches += [r for r in console_rows(os.path.splitext(path)[0] + ".log") if r["name"] not in have]
     chosen = {}
-    for r in d.get("benchmarks", []):
+    for r in benches:
         if r.get("run_type") == "aggregate" and r.get("aggregate_name") != "median":
             continue
         row = Row(r)

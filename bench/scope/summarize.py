@@ -73,7 +73,8 @@ def main():
         if m is None:
             continue
         if pr.family.startswith("AtomicRMW"):
-            mv, pv = m.get("ops_per_us"), pr.get("ops_per_us")
+            k = "reservations_per_us" if "SharedQueue" in pr.family else "ops_per_us"
+            mv, pv = m.get(k), pr.get(k)
             unit = "ops/µs"
         elif "latency_ns" in pr.raw:
             mv, pv = 1.0 / m.get("latency_ns"), 1.0 / pr.get("latency_ns")
@@ -86,7 +87,9 @@ def main():
         ratio = mv / pv if pv else None
         lim = None
         fam = pr.family
-        if any(f"_{h}ToGPU" in fam or f"GPUTo{h}" in fam for h in HOST_COPY) or "Duplex" in fam and "GPUGPU" not in fam:
+        host_path = any(f"_{h}ToGPU" in fam or f"GPUTo{h}" in fam for h in HOST_COPY) or fam.startswith("UM_Demand_") \
+            or fam.startswith("UM_Prefetch_") or ("Duplex" in fam and "GPUGPU" not in fam)
+        if host_path and "Latency" not in fam:
             lim = raw * (2 if "Duplex" in fam else 1) if raw else None
         elif fam == "cudaMemcpyAsync_GPUToGPU":
             lim = hbm_copy

@@ -10,6 +10,10 @@
 #include <cstring>
 #include <fstream>
 
+#if GPUVERBS_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 namespace gv::detail {
 
 int pci_numa_node(const std::string& bdf, const std::string& sysfs) {
@@ -66,6 +70,30 @@ std::string numa_placement_text(int node, int gpu_node, int nodes) {
   if (gpu_node < 0) return "host memory unplaced (the GPU's NUMA node is unknown)";
   if (node != gpu_node) return "host memory NOT on the GPU's NUMA node " + std::to_string(gpu_node);
   return "host memory on NUMA node " + std::to_string(node) + " (the GPU's)";
+}
+
+int gpu_numa_node(int gpu) {
+#if GPUVERBS_HAVE_CUDA
+  char bdf[32] = {};
+  if (cudaDeviceGetPCIBusId(bdf, sizeof(bdf), gpu) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return pci_numa_node(bdf);
+#else
+  (void)gpu;
+  return -1;
+#endif
+}
+
+std::string place_near_gpu(void* p, std::size_t bytes, int gpu) {
+  const int nodes = numa_node_count();
+  const int node = gpu_numa_node(gpu);
+  if (nodes <= 1) return numa_placement_text(0, node, nodes);
+  std::string why;
+  if (!bind_to_node(p, bytes, node, &why))
+    return "host memory unplaced for GPU " + std::to_string(gpu) + " (" + why + ")";
+  return numa_placement_text(node, node, nodes);
 }
 
 }  // namespace gv::detail

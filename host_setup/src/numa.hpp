@@ -23,7 +23,17 @@ bool bind_to_node(void* p, std::size_t bytes, int node, std::string* why = nullp
 /// The node of the page holding `p` (touched pages only), or -1 with errno's text in `why`.
 int page_node(const void* p, std::string* why = nullptr);
 
-/// "NUMA node N (the GPU's, from <bdf>)" style text for describe().
+/// What describe() says of host memory on `node` for a GPU on `gpu_node`, on a machine of
+/// `nodes` NUMA nodes.
 std::string numa_placement_text(int node, int gpu_node, int nodes);
+
+/// The NUMA node of CUDA device `gpu` (its PCI device's); -1 where unknown, and in builds
+/// without CUDA.
+int gpu_numa_node(int gpu);
+
+/// Binds [p, p + bytes) to GPU `gpu`'s NUMA node before its pages are first touched (host
+/// rings, doorbell records and heaps a GPU reads across PCIe); returns what describe() says of
+/// the placement, the reason included where it could not be made.
+std::string place_near_gpu(void* p, std::size_t bytes, int gpu);
 
 }  // namespace gv::detail

@@ -226,3 +226,9 @@ TEST(ScopeNuma, BindRangeToANode) {
     EXPECT_EQ(gv::detail::page_node(static_cast<char*>(p) + i, &why), last) << why;
   munmap(p, bytes);
 }
+
+// Device::describe() says where a soft device's queues live; unmapped, plain host memory.
+TEST(ScopeNuma, SoftDeviceDescribesItsPlacement) {
+  const auto d = gv::Device::open("soft");
+  EXPECT_EQ(d->describe(), "soft (CPU engine): queues, doorbell records and alloc() memory in host memory (not mapped into the GPUs)");
+}
