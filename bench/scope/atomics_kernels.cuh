@@ -27,40 +27,25 @@ GV_HD inline std::uint32_t rmw_value(std::uint64_t g, std::uint32_t it, std::uin
 }
 
 #if defined(__CUDACC__)
-template <Scope S>
-__device__ inline unsigned at_add(unsigned* a, unsigned v) {
-  if constexpr (S == Scope::kBlock) return atomicAdd_block(a, v);
-  else if constexpr (S == Scope::kDevice) return atomicAdd(a, v);
-  else return atomicAdd_system(a, v);
-}
-template <Scope S>
-__device__ inline unsigned at_cas(unsigned* a, unsigned c, unsigned v) {
-  if constexpr (S == Scope::kBlock) return atomicCAS_block(a, c, v);
-  else if constexpr (S == Scope::kDevice) return atomicCAS(a, c, v);
-  else return atomicCAS_system(a, c, v);
-}
-template <Scope S>
-__device__ inline unsigned at_exch(unsigned* a, unsigned v) {
-  if constexpr (S == Scope::kBlock) return atomicExch_block(a, v);
-  else if constexpr (S == Scope::kDevice) return atomicExch(a, v);
-  else return atomicExch_system(a, v);
-}
-template <Scope S>
-__device__ inline unsigned at_min(unsigned* a, unsigned v) {
-  if constexpr (S == Scope::kBlock) return atomicMin_block(a, v);
-  else if constexpr (S == Scope::kDevice) return atomicMin(a, v);
-  else return atomicMin_system(a, v);
-}
-template <Scope S>
-__device__ inline unsigned at_max(unsigned* a, unsigned v) {
-  if constexpr (S == Scope::kBlock) return atomicMax_block(a, v);
-  else if constexpr (S == Scope::kDevice) return atomicMax(a, v);
-  else return atomicMax_system(a, v);
-}
+// The intrinsic of each op at each scope: name_block, name, name_system (relaxed atom.cta /
+// atom.gpu / atom.sys), one dispatch written once.
+#define GV_SCOPED_ATOMIC(fn, intrinsic)                                     \
+  template <Scope S, class... A>                                           \
+  __device__ inline unsigned fn(A... a) {                                  \
+    if constexpr (S == Scope::kBlock) return intrinsic##_block(a...);      \
+    else if constexpr (S == Scope::kDevice) return intrinsic(a...);        \
+    else return intrinsic##_system(a...);                                  \
+  }
+GV_SCOPED_ATOMIC(at_add, atomicAdd)
+GV_SCOPED_ATOMIC(at_cas, atomicCAS)
+GV_SCOPED_ATOMIC(at_exch, atomicExch)
+GV_SCOPED_ATOMIC(at_min, atomicMin)
+GV_SCOPED_ATOMIC(at_max, atomicMax)
+#undef GV_SCOPED_ATOMIC
 
 template <Op O, Scope S>
 __device__ inline unsigned rmw(unsigned* a, unsigned v) {
-  if constexpr (O == Op::kFetchAdd || O == Op::kFetchAddUsed) return at_add<S>(a, 1);
+  if constexpr (O == Op::kFetchAdd || O == Op::kFetchAddUsed) return at_add<S>(a, 1u);
   else if constexpr (O == Op::kCas) {
     // The CAS retry loop adds 1: lock-free, each failure means another thread's CAS succeeded.
     unsigned old = *static_cast<volatile unsigned*>(a), seen;

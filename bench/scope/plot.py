@@ -24,6 +24,15 @@ GROUPS = {
 }
 
 
+def save(fig, outdir, name):
+    """Writes the figure as OUTDIR/NAME and closes it; returns the path."""
+    fig.tight_layout()
+    path = os.path.join(outdir, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def bandwidth(rows, outdir, title):
     made = []
     for group, want in GROUPS.items():
@@ -46,11 +55,7 @@ def bandwidth(rows, outdir, title):
         ax.set_title(f"{title}: {group}")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
-        path = os.path.join(outdir, f"scope-{group}.png")
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        made.append(path)
+        made.append(save(fig, outdir, f"scope-{group}.png"))
     return made
 
 
@@ -80,11 +85,7 @@ def heatmaps(rows, outdir, title):
     for ax in list(axes.flat)[len(fams):]:
         ax.axis("off")
     fig.suptitle(f"{title}: Atomic-RMW")
-    fig.tight_layout()
-    path = os.path.join(outdir, "scope-atomics.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save(fig, outdir, "scope-atomics.png")]
 
 
 def latency(rows, outdir, title):
@@ -107,11 +108,7 @@ def latency(rows, outdir, title):
     ax.set_xlabel("ns")
     ax.tick_params(axis="y", labelsize=7)
     ax.set_title(f"{title}: latency and launch cost")
-    fig.tight_layout()
-    path = os.path.join(outdir, "scope-latency.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save(fig, outdir, "scope-latency.png")]
 
 
 def main():
