@@ -81,10 +81,10 @@ void host_gpu(const Plan& plan, const Where& w, Mem host, bool flush) {
   const std::string h = mem_name(host), f = flush ? "_flush" : "";
   add_sized(plan, "cudaMemcpyAsync_" + h + "ToGPU" + f, w, [=](const Where& x, std::uint64_t n) {
     return std::make_unique<CopyCase>(End{host, x.gpu}, End{Mem::kDevice, x.gpu}, n, flush, false, false);
-  });
+  }, kMinLog2, kMaxLog2, flush);
   add_sized(plan, "cudaMemcpyAsync_GPUTo" + h + f, w, [=](const Where& x, std::uint64_t n) {
     return std::make_unique<CopyCase>(End{Mem::kDevice, x.gpu}, End{host, x.gpu}, n, flush, false, false);
-  });
+  }, kMinLog2, kMaxLog2, flush);
 }
 
 }  // namespace

@@ -143,18 +143,30 @@ std::string row_name(const std::string& family, const Where& w) {
          std::to_string(w.peer >= 0 ? w.peer : w.gpu);
 }
 
-void add_sized(const Plan& plan, const std::string& family, const Where& w, const MakeCase& make, int lo, int hi) {
+void add_sized(const Plan& plan, const std::string& family, const Where& w, const MakeCase& make, int lo, int hi,
+               bool costly_before) {
   lo = std::max(lo, plan.opt.log2_lo);
   hi = std::min(hi, plan.opt.log2_hi);
   if (lo > hi) return;
   const std::string name = row_name(family, w), pname = row_name("Plain_" + family, w);
-  auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-    run_case(st, name, w, make, std::uint64_t{1} << st.range(0), false, true);
-  });
-  common(plan, b)->ArgName("log2(N)");
-  int last = lo;
-  for (int k = lo; k <= hi; k += plan.opt.log2_step) b->Arg(last = k);
-  if (last != hi) b->Arg(hi);  // the plateau size is always measured
+  const auto method = [=](benchmark::State& st) { run_case(st, name, w, make, std::uint64_t{1} << st.range(0), false, true); };
+  std::vector<int> sizes;
+  for (int k = lo; k <= hi; k += plan.opt.log2_step) sizes.push_back(k);
+  if (sizes.back() != hi) sizes.push_back(hi);  // the plateau size is always measured
+  if (costly_before) {
+    // Google Benchmark sizes its round count by the timed transfer alone; a 256 MiB flush costs
+    // over 100 times the copy. A fixed count per size instead: 64 MiB worth, 5..100 rounds.
+    for (const int k : sizes)
+      benchmark::RegisterBenchmark(name.c_str(), method)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond)
+          ->ArgName("log2(N)")
+          ->Arg(k)
+          ->Iterations(std::clamp((std::int64_t{64} << 20) >> k, std::int64_t{5}, std::int64_t{100}));
+  } else {
+    auto* b = common(plan, benchmark::RegisterBenchmark(name.c_str(), method))->ArgName("log2(N)");
+    for (const int k : sizes) b->Arg(k);
+  }
   auto* p = benchmark::RegisterBenchmark(pname.c_str(), [=](benchmark::State& st) {
     run_case(st, name, w, make, std::uint64_t{1} << st.range(0), true, false);  // the method row's Case
   });

@@ -73,9 +73,10 @@ void release_cached();
 /// Registers the method rows of `family` over the plan's sizes (clamped to [lo, hi]) and its
 /// plain row at the largest of them. Rates: bytes_per_second; each row also has bytes,
 /// cuda_id, numa_id and `reps` (enqueues per timed region, raised for small sizes so launch
-/// cost does not dominate).
+/// cost does not dominate). `costly_before`: the Case's before() costs far more than its
+/// transfer (the `_flush` families): a fixed number of rounds per size instead of a min time.
 void add_sized(const Plan& plan, const std::string& family, const Where& w, const MakeCase& make, int lo = kMinLog2,
-               int hi = kMaxLog2);
+               int hi = kMaxLog2, bool costly_before = false);
 
 /// One row without a size (latency, launch cost); `plain` adds its plain row.
 void add_single(const Plan& plan, const std::string& name, const Where& w, const MakeCase& make, bool plain);
