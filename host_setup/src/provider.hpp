@@ -42,6 +42,8 @@ class Provider {
  public:
   virtual ~Provider() = default;
   virtual const std::string& name() const = 0;
+  /// Its engine and where queues, doorbell records and alloc() memory live (Device::describe).
+  virtual std::string describe() const { return name(); }
 
   virtual void* alloc(std::size_t bytes) = 0;
   virtual void free(void* p) = 0;

@@ -87,6 +87,7 @@ std::unique_ptr<Device> Device::open(std::string_view name, const DeviceOptions&
 std::vector<std::string> Device::list() { return {"soft"}; }
 
 const std::string& Device::name() const { return provider_->name(); }
+std::string Device::describe() const { return provider_->describe(); }
 
 std::unique_ptr<ProtectionDomain> Device::alloc_pd() {
   return std::unique_ptr<ProtectionDomain>(new ProtectionDomain(

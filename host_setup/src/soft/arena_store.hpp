@@ -60,6 +60,8 @@ class ArenaStore {
   /// How peers reach the arena (QpInfo::arena).
   const std::string& path() const { return path_; }
   virtual bool on_gpu() const = 0;
+  /// Where the arena lives, in words (Device::describe).
+  virtual std::string placement() const { return on_gpu() ? "GPU memory" : "host memory"; }
   /// What a peer in another process needs besides the path (QpInfo::ipc).
   virtual void describe(QpInfo& info) const { (void)info; }
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "../numa.hpp"
 #include "arena_store.hpp"
 #include "cpu_engine.hpp"
 #include "cuda_reach.hpp"
@@ -70,6 +71,9 @@ class HostArena final : public ArenaStore {
       ::close(fd_);
       throw Error(errno_text("Device::open(soft): mmap"));
     }
+    // Host rings the GPUs read across PCIe: on the NUMA node of GPU opt.gpu, before first touch.
+    placement_ = opt.map_to_gpus ? place_near_gpu(p, size, opt.gpu) + ", pinned and mapped into every GPU"
+                                 : "host memory (not mapped into the GPUs)";
     init(static_cast<std::byte*>(p), static_cast<std::byte*>(p), size,
          "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd_));
     if (opt.map_to_gpus) {
@@ -91,6 +95,7 @@ class HostArena final : public ArenaStore {
   }
 
   bool on_gpu() const override { return false; }
+  std::string placement() const override { return placement_; }
 
   std::unique_ptr<Engine> start_engine(const DeviceOptions&, const EngineSite& site) override {
     return std::make_unique<CpuEngine>(arena_, path_, site);
@@ -139,6 +144,7 @@ class HostArena final : public ArenaStore {
   void pull_bytes(void* dst, const void* tab_field, std::size_t n) const override { std::memcpy(dst, tab_field, n); }
 
   int fd_ = -1;
+  std::string placement_;
   std::unique_ptr<GpuMapping> mapping_;  ///< map_to_gpus
   std::vector<bool> gpu_mr_ = std::vector<bool>(soft::kMaxMrs, false);  ///< slot covers GPU memory
 };

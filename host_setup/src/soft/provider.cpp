@@ -65,6 +65,10 @@ class SoftProvider final : public Provider {
   }
 
   const std::string& name() const override { return name_; }
+  std::string describe() const override {
+    return name_ + (store_->on_gpu() ? " (GPU engine)" : " (CPU engine)") +
+           ": queues, doorbell records and alloc() memory in " + store_->placement();
+  }
 
   // ---- memory ----
   void* alloc(std::size_t bytes) override {

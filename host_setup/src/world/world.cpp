@@ -818,6 +818,7 @@ std::string World::describe() const {
     std::lock_guard lk(m.fail_mu);
     if (!m.failure.empty()) out += "  failed: " + m.failure + "\n";
   }
+  if (m.dev) out += "  device: " + m.dev->describe() + "\n";
   const std::uint32_t L = m.opt.ib_lanes;
   for (int q = 0; q < m.size; ++q) {
     const auto i = static_cast<std::size_t>(q);

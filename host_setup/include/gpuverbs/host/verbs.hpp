@@ -77,7 +77,8 @@ struct DeviceOptions {
   ///   cudaFree of device memory) would wait for it forever: call Device::quiesce() first and
   ///   Device::resume() after.
   enum class Engine : std::uint8_t { kCpu, kGpu } engine = Engine::kCpu;
-  int gpu = 0;                       ///< kGpu: the CUDA device that holds and runs it
+  int gpu = 0;                       ///< kGpu: the CUDA device that holds and runs it; kCpu with
+                                     ///< map_to_gpus: the GPU whose NUMA node holds the memory
   std::uint32_t engine_warps = 4;    ///< kGpu: 1..32
 };
 
@@ -128,6 +129,9 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const std::string& name() const;
+  /// The provider, its engine, and where queues, doorbell records and alloc() memory live; for
+  /// a soft device mapped into the GPUs, on which NUMA node (the GPU's) or why not.
+  std::string describe() const;
   std::unique_ptr<ProtectionDomain> alloc_pd();
   std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth);
 
