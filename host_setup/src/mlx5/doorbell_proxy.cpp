@@ -18,7 +18,7 @@ void DoorbellProxy::add(std::uint32_t qpn, std::uint64_t* word, std::uint32_t* s
   std::scoped_lock lk(mu_);
   const auto rec = static_cast<std::uint16_t>(
       be32{std::atomic_ref<std::uint32_t>(*snd_record).load(std::memory_order_acquire)}.get());
-  entries_.push_back(Entry{qpn, word, snd_record, static_cast<volatile std::uint64_t*>(reg), rec});
+  entries_.push_back(Entry{qpn, word, snd_record, static_cast<std::uint64_t*>(reg), rec});
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
 }
 
@@ -44,7 +44,7 @@ void DoorbellProxy::run() {
         const std::uint64_t w = std::atomic_ref<std::uint64_t>(*e.word).load(std::memory_order_acquire);
         if (!proxy_should_ring(w, rec, e.last_rung)) continue;  // the poster's word is not there yet
         std::atomic_thread_fence(std::memory_order_seq_cst);  // record and WQEs before the MMIO write
-        *e.reg = w;
+        std::atomic_ref<std::uint64_t>(*e.reg).store(w, std::memory_order_relaxed);  // one 8-byte store
         std::atomic_thread_fence(std::memory_order_seq_cst);  // flushes the write-combining buffer
         e.last_rung = rec;
         rang = true;

@@ -31,7 +31,7 @@ class DoorbellProxy {
     std::uint32_t qpn;
     std::uint64_t* word;
     std::uint32_t* record;
-    volatile std::uint64_t* reg;
+    std::uint64_t* reg;  ///< MMIO: written with one 8-byte store, never read
     std::uint16_t last_rung;
   };
   void run();
