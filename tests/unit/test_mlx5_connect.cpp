@@ -12,6 +12,7 @@
 
 #include "../../host_setup/src/mlx5/connect.hpp"
 #include "../../host_setup/src/mlx5/discovery.hpp"
+#include "../../host_setup/src/world/ib_provider.hpp"
 
 namespace {
 namespace x = gv::detail::mlx5;
@@ -122,6 +123,39 @@ TEST(Mlx5Connect, RefusesPeersItCannotReach) {
   EXPECT_EQ(x::mtu_bytes(IBV_MTU_256), 256u);
   EXPECT_EQ(x::mtu_bytes(IBV_MTU_4096), 4096u);
   EXPECT_EQ(x::mtu_bytes(0), 0u);
+}
+
+TEST(Mlx5Connect, QpStatesFromTheHca) {
+  EXPECT_EQ(x::from_ibv(IBV_QPS_RESET), gv::QpState::kReset);
+  EXPECT_EQ(x::from_ibv(IBV_QPS_INIT), gv::QpState::kInit);
+  EXPECT_EQ(x::from_ibv(IBV_QPS_RTR), gv::QpState::kRtr);
+  EXPECT_EQ(x::from_ibv(IBV_QPS_RTS), gv::QpState::kRts);
+  EXPECT_EQ(x::from_ibv(IBV_QPS_SQD), gv::QpState::kRts);
+  EXPECT_EQ(x::from_ibv(IBV_QPS_SQE), gv::QpState::kError);
+  EXPECT_EQ(x::from_ibv(IBV_QPS_ERR), gv::QpState::kError);
+}
+
+// The World's ib transport opens what GV_PROVIDER names.
+TEST(Mlx5World, ProviderFromTheEnvironment) {
+  gv::DeviceOptions soft;
+  soft.arena_bytes = 123 << 20;
+  soft.engine = gv::DeviceOptions::Engine::kGpu;
+  ::unsetenv("GV_PROVIDER");
+  gv::detail::IbProvider p = gv::detail::world_ib_provider(soft, true);
+  EXPECT_EQ(p.name, "soft");
+  EXPECT_EQ(p.options.arena_bytes, soft.arena_bytes);
+  EXPECT_EQ(p.options.engine, gv::DeviceOptions::Engine::kGpu);
+  ::setenv("GV_PROVIDER", "mlx5", 1);
+  p = gv::detail::world_ib_provider(soft, true);
+  EXPECT_EQ(p.name, "mlx5");
+  EXPECT_TRUE(p.options.map_to_gpus);
+  p = gv::detail::world_ib_provider(soft, false);
+  EXPECT_FALSE(p.options.map_to_gpus);
+  ::setenv("GV_PROVIDER", "mlx5_2", 1);
+  EXPECT_EQ(gv::detail::world_ib_provider(soft, false).name, "mlx5_2");
+  ::setenv("GV_PROVIDER", "verbs", 1);
+  expect_error([&] { (void)gv::detail::world_ib_provider(soft, false); }, "GV_PROVIDER='verbs' must be soft or mlx5");
+  ::unsetenv("GV_PROVIDER");
 }
 
 x::HcaInfo hca(const char* name, bool mlx5, std::vector<x::PortInfo> ports) {

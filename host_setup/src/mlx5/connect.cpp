@@ -88,6 +88,17 @@ RtsAttr rts_attr(std::uint32_t our_psn, const LocalPort& p, std::uint8_t rnr_ret
   return a;
 }
 
+QpState from_ibv(ibv_qp_state s) {
+  switch (s) {
+    case IBV_QPS_RESET: return QpState::kReset;
+    case IBV_QPS_INIT: return QpState::kInit;
+    case IBV_QPS_RTR: return QpState::kRtr;
+    case IBV_QPS_RTS:
+    case IBV_QPS_SQD: return QpState::kRts;
+    default: return QpState::kError;  // SQE, ERR, UNKNOWN
+  }
+}
+
 std::pair<ibv_qp_attr, int> to_ibv(const InitAttr& a) {
   ibv_qp_attr q{};
   q.qp_state = IBV_QPS_INIT;

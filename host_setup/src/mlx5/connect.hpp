@@ -40,6 +40,10 @@ std::pair<ibv_qp_attr, int> to_ibv(const InitAttr& a);
 std::pair<ibv_qp_attr, int> to_ibv(const RtrAttr& a);
 std::pair<ibv_qp_attr, int> to_ibv(const RtsAttr& a);
 
+/// gv's view of an ibv_qp_state (SQD counts as RTS, SQE as ERR: both only happen after an error
+/// or a drain gpuverbs never asks for).
+QpState from_ibv(ibv_qp_state s);
+
 /// The bytes of an IB MTU enum value (IBV_MTU_256 = 1 .. IBV_MTU_4096 = 5); 0 if invalid.
 std::uint32_t mtu_bytes(std::uint8_t ib_mtu);
 

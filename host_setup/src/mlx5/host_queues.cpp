@@ -94,6 +94,13 @@ class HostQp final : public QpQueue {
   }
   ~HostQp() override { (void)ibv_destroy_qp(qp_); }
   const QpRings& rings() const override { return rings_; }
+  QpState query_state() const override {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr init{};
+    if (const int e = ibv_query_qp(qp_, &a, IBV_QP_STATE, &init); e != 0)
+      throw Error("mlx5: ibv_query_qp(QP " + hex(qp_->qp_num) + ") failed: " + errno_text(e));
+    return from_ibv(a.qp_state);
+  }
   void to_init(const InitAttr& a) override { modify(to_ibv(a), "INIT"); }
   void to_rtr(const RtrAttr& a) override { modify(to_ibv(a), "RTR"); }
   void to_rts(const RtsAttr& a) override { modify(to_ibv(a), "RTS"); }

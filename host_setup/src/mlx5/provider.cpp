@@ -207,7 +207,7 @@ class Mlx5Provider final : public Provider {
   }
   QpState qp_state(std::uint32_t qpn) const override {
     std::scoped_lock lk(mu_);
-    return qps_.at(qpn)->gv_state;
+    return qps_.at(qpn)->q->query_state();
   }
   QpInfo qp_info(std::uint32_t qpn) const override {
     std::scoped_lock lk(mu_);
@@ -216,22 +216,18 @@ class Mlx5Provider final : public Provider {
   void modify_to_init(std::uint32_t qpn, std::uint32_t access) override {
     Qp& q = qp(qpn);
     q.q->to_init(init_attr(port_, access));
-    set_state(q, QpState::kInit);
   }
   void modify_to_rtr(std::uint32_t qpn, const QpConnect& c) override {
     Qp& q = qp(qpn);
     q.q->to_rtr(rtr_attr(c.remote, port_, c.min_rnr_timer));
-    set_state(q, QpState::kRtr);
   }
   void modify_to_rts(std::uint32_t qpn, std::uint8_t rnr_retry) override {
     Qp& q = qp(qpn);
     q.q->to_rts(rts_attr(q.psn, port_, rnr_retry));
-    set_state(q, QpState::kRts);
   }
   void modify_to_error(std::uint32_t qpn) override {
     Qp& q = qp(qpn);
     q.q->to_error();
-    set_state(q, QpState::kError);
   }
   ib::QpHandle qp_handle(std::uint32_t qpn) const override {
     std::scoped_lock lk(mu_);
@@ -275,7 +271,6 @@ class Mlx5Provider final : public Provider {
     std::unique_ptr<QpQueue> q;
     QpCaps caps;
     std::uint32_t psn = 0;
-    QpState gv_state = QpState::kReset;
     void* sq = nullptr;
     void* rq = nullptr;
     void* dbrec = nullptr;
@@ -297,10 +292,6 @@ class Mlx5Provider final : public Provider {
   Qp& qp(std::uint32_t qpn) {
     std::scoped_lock lk(mu_);
     return *qps_.at(qpn);
-  }
-  void set_state(Qp& q, QpState s) {
-    std::scoped_lock lk(mu_);
-    q.gv_state = s;
   }
   void map_rings(Qp& q, const QpRings& r);
   void ring_doorbells(Qp& q, const QpRings& r);
@@ -462,8 +453,6 @@ std::optional<AsyncEvent> Mlx5Provider::poll_async_event() {
       case IBV_EVENT_QP_ACCESS_ERR:
       case IBV_EVENT_PATH_MIG_ERR: {
         const std::uint32_t qpn = ev.element.qp->qp_num;
-        std::scoped_lock lk(mu_);
-        if (const auto it = qps_.find(qpn); it != qps_.end()) it->second->gv_state = QpState::kError;
         out = AsyncEvent{AsyncEvent::Type::kQpFatal, qpn,
                          "QP " + hex(qpn) + ": " + what + "; the QP is in error: destroy it and connect a new one"};
         break;

@@ -26,6 +26,7 @@
 #include <gpuverbs/ib/ring.hpp>
 
 #include "bootstrap.hpp"
+#include "ib_provider.hpp"
 #include "memory.hpp"
 
 #if GPUVERBS_HAVE_CUDA
@@ -455,7 +456,8 @@ void World::Impl::make_heap(bool need_ib) {
     d.engine = gpu_mode() ? DeviceOptions::Engine::kGpu : DeviceOptions::Engine::kCpu;
     d.gpu = gpu_mode() ? gpu : 0;
     d.engine_warps = opt.ib_engine_warps;
-    dev = Device::open("soft", d);
+    const detail::IbProvider ibp = detail::world_ib_provider(d, gpu_mode());  // GV_PROVIDER=soft|mlx5
+    dev = Device::open(ibp.name, ibp.options);
     dev->quiesce();  // no engine of this process runs while the setup allocates (EngineGate)
     pd = dev->alloc_pd();
     heap = static_cast<std::byte*>(dev->alloc(heap_total));
