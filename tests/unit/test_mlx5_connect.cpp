@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <string>
 
 #include <gpuverbs/host/verbs.hpp>
@@ -13,18 +12,12 @@
 #include "../../host_setup/src/mlx5/connect.hpp"
 #include "../../host_setup/src/mlx5/discovery.hpp"
 #include "../../host_setup/src/world/ib_provider.hpp"
+#include "expect_error.hpp"
 
 namespace {
 namespace x = gv::detail::mlx5;
 
-void expect_error(const std::function<void()>& f, const char* what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one mentioning: " << what;
-  } catch (const gv::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
+using gvt::expect_error;
 
 x::LocalPort ib_port() {
   x::LocalPort p;

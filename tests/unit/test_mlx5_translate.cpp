@@ -18,6 +18,7 @@
 
 #include "../../host_setup/src/mlx5/doorbell_proxy.hpp"
 #include "../../host_setup/src/mlx5/translate.hpp"
+#include "expect_error.hpp"
 #include "host_rings.hpp"
 
 namespace {
@@ -109,15 +110,6 @@ TEST(Mlx5Translate, CqHandleFromMlx5dvCq) {
   EXPECT_EQ(h.send_qp, nullptr);  // verbs.cpp binds the queues the CQ retires
 }
 
-void expect_refused(const std::function<void()>& f, const char* what) {
-  try {
-    f();
-    ADD_FAILURE() << "accepted; expected a refusal mentioning: " << what;
-  } catch (const gv::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
-
 TEST(Mlx5Translate, RefusesWhatTheDeviceApiCannotUse) {
   std::vector<m::Cqe> ring(256);
   __be32 rec[2] = {};
@@ -126,10 +118,10 @@ TEST(Mlx5Translate, RefusesWhatTheDeviceApiCannotUse) {
   cq.dbrec = rec;
   cq.cqe_cnt = 128;
   cq.cqe_size = 128;
-  expect_refused([&] { x::check_cq_rings(x::cq_rings_from(cq)); }, "64-byte CQEs");
+  gvt::expect_error([&] { x::check_cq_rings(x::cq_rings_from(cq)); }, "64-byte CQEs");
   cq.cqe_size = 64;
   cq.cqe_cnt = 96;
-  expect_refused([&] { x::check_cq_rings(x::cq_rings_from(cq)); }, "power of two");
+  gvt::expect_error([&] { x::check_cq_rings(x::cq_rings_from(cq)); }, "power of two");
   cq.cqe_cnt = 128;
   EXPECT_NO_THROW(x::check_cq_rings(x::cq_rings_from(cq)));
 
@@ -138,7 +130,7 @@ TEST(Mlx5Translate, RefusesWhatTheDeviceApiCannotUse) {
   auto with = [&](auto change, const char* what) {
     FakeDvQp g(64, 16, 32);
     change(g.dv);
-    expect_refused([&] { x::check_qp_rings(x::qp_rings_from(g.dv, 1)); }, what);
+    gvt::expect_error([&] { x::check_qp_rings(x::qp_rings_from(g.dv, 1)); }, what);
   };
   with([](mlx5dv_qp& d) { d.sq.stride = 128; }, "64-byte send WQEBBs");
   with([](mlx5dv_qp& d) { d.sq.wqe_cnt = 48; }, "power of two");
