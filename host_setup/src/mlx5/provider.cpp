@@ -65,11 +65,11 @@ class Mlx5Provider final : public Provider {
       const int fl = fcntl(ctx_->async_fd, F_GETFL);
       if (fl < 0 || fcntl(ctx_->async_fd, F_SETFL, fl | O_NONBLOCK) != 0)
         throw Error("mlx5: cannot make the async event fd non-blocking: " + errno_text(errno));
-      factory_ = make_host_queue_factory(ctx_);
-      abort_ = static_cast<std::uint32_t*>(flags_alloc(sizeof(std::uint32_t)));
       proxy_ = !opt.map_to_gpus || proxy_forced();
       if (!opt.map_to_gpus) proxy_why_ = "host-thread handles";
       else if (proxy_) proxy_why_ = "GV_MLX5_DOORBELL=proxy";
+      factory_ = make_host_queue_factory(ctx_);
+      abort_ = static_cast<std::uint32_t*>(flags_alloc(sizeof(std::uint32_t)));  // the last step that may throw
     } catch (...) {
       ibv_close_device(ctx_);
       throw;
@@ -81,6 +81,7 @@ class Mlx5Provider final : public Provider {
     cqs_.clear();
     mrs_.clear();
     for (auto& [n, pd] : pds_) (void)ibv_dealloc_pd(pd);
+    for (ibv_pd* pd : released_pds_) (void)ibv_dealloc_pd(pd);  // their QPs and MRs are gone now
     for (auto& [p, a] : allocs_) a.mapped ? reach_->free_mapped(p) : std::free(p);
     flags_free(abort_);
     door_.reset();
@@ -129,7 +130,9 @@ class Mlx5Provider final : public Provider {
   void dealloc_pd(std::uint32_t pdn) override {
     std::scoped_lock lk(mu_);
     if (const auto it = pds_.find(pdn); it != pds_.end()) {
-      (void)ibv_dealloc_pd(it->second);  // EBUSY if objects still use it: they keep it alive in the kernel
+      // A ProtectionDomain may go before the QPs and MRs made from it (they hold the provider,
+      // not the PD): rdma-core then refuses (EBUSY) and the PD is freed with the provider.
+      if (ibv_dealloc_pd(it->second) != 0) released_pds_.push_back(it->second);
       pds_.erase(it);
     }
   }
@@ -334,6 +337,7 @@ class Mlx5Provider final : public Provider {
   std::mt19937 rng_{std::random_device{}()};  ///< first PSNs, random per QP as perftest's
   mutable std::mutex mu_;
   std::map<std::uint32_t, ibv_pd*> pds_;
+  std::vector<ibv_pd*> released_pds_;  ///< released by their ProtectionDomain while still in use
   std::uint32_t last_pdn_ = 0;
   std::map<std::uint32_t, Mr> mrs_;
   std::map<std::uint32_t, std::unique_ptr<Cq>> cqs_;
