@@ -138,12 +138,15 @@ TEST(Mlx5World, ProviderFromTheEnvironment) {
   EXPECT_EQ(p.name, "soft");
   EXPECT_EQ(p.options.arena_bytes, soft.arena_bytes);
   EXPECT_EQ(p.options.engine, gv::DeviceOptions::Engine::kGpu);
+  EXPECT_FALSE(p.gpu_heap);  // the soft GPU engine's arena is GPU memory already
   ::setenv("GV_PROVIDER", "mlx5", 1);
   p = gv::detail::world_ib_provider(soft, true);
   EXPECT_EQ(p.name, "mlx5");
   EXPECT_TRUE(p.options.map_to_gpus);
+  EXPECT_TRUE(p.gpu_heap);
   p = gv::detail::world_ib_provider(soft, false);
   EXPECT_FALSE(p.options.map_to_gpus);
+  EXPECT_FALSE(p.gpu_heap);
   ::setenv("GV_PROVIDER", "mlx5_2", 1);
   EXPECT_EQ(gv::detail::world_ib_provider(soft, false).name, "mlx5_2");
   ::setenv("GV_PROVIDER", "verbs", 1);

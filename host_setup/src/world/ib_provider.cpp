@@ -14,7 +14,7 @@ IbProvider world_ib_provider(const DeviceOptions& soft, bool gpu_mode) {
                 "gv_devices lists them)");
   DeviceOptions o;  // the NIC's queues are rdma-core's: the arena and engine options do not apply
   o.map_to_gpus = gpu_mode;
-  return IbProvider{name, o};
+  return IbProvider{name, o, gpu_mode};
 }
 
 }  // namespace gv::detail

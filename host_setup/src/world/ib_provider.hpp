@@ -12,6 +12,11 @@ namespace gv::detail {
 struct IbProvider {
   std::string name;      ///< for Device::open
   DeviceOptions options;
+  /// The heap belongs in GPU memory (cudaMalloc, registered with reg_mr: the NIC reaches it
+  /// through dma-buf or nvidia_peermem) rather than in Device::alloc memory: a NIC under GPU
+  /// ranks, whose kernels then use the heap at GPU-memory speed and whose p2p peers in other
+  /// processes open it through CUDA IPC, as for the soft GPU engine's arena.
+  bool gpu_heap = false;
 };
 
 /// `soft` are the options the World gives the software HCA; `gpu_mode` whether kernels use the
