@@ -38,7 +38,8 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE="$GV_BUILD_TYPE" "${cuda_args[@]}" >build
   { cat build/.configure.log; echo "[nic_check] FAILED: cmake configure"; exit 1; }
 have=$(cmake --build build --target help 2>/dev/null || true)
 targets=()
-for t in gv_devices gv_has_nic test_nic_loopback test_gpu_ib test_rma_gpu rma_rank rma_rank_gpu gvrun gv_gpu_verbs; do
+for t in gv_devices gv_has_nic test_nic_loopback test_soft_ops test_gpu_ib test_rma_host test_rma_gpu rma_rank \
+         rma_rank_gpu gvrun gv_gpu_verbs; do
   grep -qw "$t" <<<"$have" && targets+=("$t")
 done
 if ! grep -qw gv_has_nic <<<"$have"; then
