@@ -1,6 +1,7 @@
 // gpu_reach.hpp in CUDA builds.
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 
