@@ -9,7 +9,8 @@
 set -euo pipefail
 
 # build-essential: g++ and make; libgtest-dev: GoogleTest (CMake config included);
-# libibverbs-dev: rdma-core's <infiniband/mlx5dv.h>, which the unit tests compare against;
+# libibverbs-dev: rdma-core (<infiniband/mlx5dv.h>, which the unit tests compare against, and
+# libibverbs + libmlx5, which the mlx5 provider links);
 # libnuma-dev: NUMA-local queue placement; libbenchmark-dev: microbenchmarks;
 # libopenmpi-dev, openmpi-bin: the World's MPI bootstrap and its mpirun tests.
 PKGS=(build-essential cmake pkg-config libgtest-dev libibverbs-dev libnuma-dev libbenchmark-dev libopenmpi-dev openmpi-bin)

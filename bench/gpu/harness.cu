@@ -7,6 +7,7 @@ namespace gv::bench {
 JsonLog g_json;
 std::uint32_t g_engine_warps = 4;
 bool g_owner = false;
+ProviderArgs g_provider;
 
 std::string cuda_text(cudaError_t e) {
   if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice)
@@ -124,7 +125,16 @@ Testbed::Testbed(Mode mode, int gpus, const Shape& s, Harness& h)
       o.engine_warps = g_engine_warps;
     }
     o.map_to_gpus = mode_ == Mode::kGpuQHost;
-    devs.push_back(gv::Device::open("soft", o));
+    if (!g_provider.nic()) {
+      devs.push_back(gv::Device::open("soft", o));
+      continue;
+    }
+    // A NIC: two QPs of one port connected to each other; its queues are in host memory.
+    if (mode_ == Mode::kGpuQGpu)
+      throw gv::Error("gpu-qgpu: --provider " + g_provider.provider +
+                      " has its queues in host memory (gpu-qhost runs the kernels against them)");
+    devs.push_back(gv::Device::open(g_provider.open_name(), g_provider.options(o)));
+    std::printf("# %s: %s\n", name(mode_), devs.back()->describe().c_str());
   }
   QpBed::Buffers buffers;
   if (pinned_buffers) {

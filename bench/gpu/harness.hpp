@@ -27,6 +27,7 @@
 
 #include "../common/bed.hpp"
 #include "../common/experiments.hpp"
+#include "../common/provider.hpp"
 #include "../common/report.hpp"
 #include "../common/stats.hpp"
 #include "hostctl.hpp"
@@ -49,6 +50,7 @@ std::string cuda_text(cudaError_t e);
 extern JsonLog g_json;                ///< --json FILE: the JSON rows (none without it)
 extern std::uint32_t g_engine_warps;  ///< gpu-qgpu: the GPU engine's warps (--engine-warps)
 extern bool g_owner;                  ///< GPU-controlled posters hold their QP through a QpOwner (--poster owner)
+extern ProviderArgs g_provider;       ///< --provider, -d, -i, -x: the software HCA or a NIC
 
 constexpr int kMaxRoles = 32;  ///< QPs one run drives (msgrate's largest count)
 
@@ -74,6 +76,8 @@ struct Options {
   int hold_ms = 0;     ///< drain: run the engine this long alone instead of timing it (ncu)
 
   std::string json;    ///< --json FILE
+  std::string server;  ///< pingpong over a NIC: the server to connect to (empty: be the server)
+  int tcp_port = 18515;  ///< -p: where the two-host ping-pong's server listens (perftest's default)
 
   bool has(Mode m) const { return std::find(modes.begin(), modes.end(), m) != modes.end(); }
 };
@@ -359,6 +363,8 @@ void print_latency(const char* bench, const Testbed& tb, const char* variant, st
 // ---- the subcommands (one file each) -----------------------------------------------------------
 
 void bench_pingpong(const Options& o, Harness& h);
+/// pingpong over a NIC between two hosts (remote.cu): the server without o.server, else the client.
+void bench_pingpong_remote(const Options& o, Harness& h);
 void bench_bw(const Options& o, Harness& h);
 void bench_msgrate(const Options& o, Harness& h);
 void bench_atomics(const Options& o, Harness& h);

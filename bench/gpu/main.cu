@@ -52,6 +52,12 @@
 //              --hold-ms MS runs the engine MS ms alone instead (for ncu; no timing).
 //   devices    the GPUs present and whether two reach each other; exit status 1 without one
 //              (scripts/run.sh asks it which ping-pong to run).
+//
+// With --provider mlx5 (and perftest's -d DEVICE, -i PORT, -x GID_INDEX) a ConnectX HCA executes
+// instead of the software HCA: two QPs of one port connected to each other, queues in host
+// memory (gpu-qgpu is refused; the default modes are gpu-qhost and cpu-threads). pingpong then
+// runs between two hosts, perftest's way: `gv_gpu_verbs pingpong --provider mlx5` on the server,
+// `gv_gpu_verbs pingpong SERVER --provider mlx5` on the client (remote.cu; -p PORT, default 18515).
 // Options: --mode LIST, -a (8 B .. 4 MiB) or -s BYTES, -n ITERS, --gpus 1|2 (default 2 when two
 // GPUs reach each other), --json FILE (the table is printed either way; FILE gets one object
 // naming the run, then one per row: bench, mode, variant, bytes, iters, the columns),
@@ -76,6 +82,9 @@ namespace {
 constexpr char kUsage[] =
     "usage: gv_gpu_verbs pingpong|bw|msgrate|atomics|postpoll|anchors|drain [--mode LIST] [-a | -s BYTES]\n"
     "                    [-n ITERS] [--gpus 1|2] [--engine-warps N] [--poster exclusive|owner] [--json FILE]\n"
+    "                    [--provider soft|mlx5 [-d DEVICE] [-i PORT] [-x GID_INDEX]]\n"
+    "       gv_gpu_verbs pingpong [SERVER] --provider mlx5 [-p PORT] ...   (two hosts: the server\n"
+    "                    runs it without SERVER, the client names the server)\n"
     "       gv_gpu_verbs devices   (the GPUs present; exit status 1 when there are none)\n"
     "  --mode LIST  comma list of gpu-qgpu, gpu-qhost, host-controlled, host-assisted, cpu-threads\n"
     "               (default: all five; host-controlled runs only pingpong)\n"
@@ -93,7 +102,9 @@ constexpr char kUsage[] =
     "               date, command); the table is printed either way\n"
     "  --no-engine  postpoll: synthetic rings only, no resident GPU engine (ncu serialises kernels)\n"
     "  --hold-ms MS drain: let the engine run MS ms alone, then check (for ncu), 1 .. 60000; no timing\n"
-    "  -h, --help   this text\n";
+    "  -h, --help   this text\n"
+    GV_BENCH_PROVIDER_USAGE
+    "  -p PORT      two-host pingpong: the server's TCP port, 1024 .. 65535 (default 18515)\n";
 
 Options parse(int argc, char** argv) {
   ArgWalker args(argc, argv);
@@ -103,9 +114,15 @@ Options parse(int argc, char** argv) {
   const std::string cmds[] = {"pingpong", "bw", "msgrate", "atomics", "postpoll", "anchors", "drain", "devices"};
   if (std::find(std::begin(cmds), std::end(cmds), o.cmd) == std::end(cmds))
     throw UsageError("unknown subcommand " + o.cmd);
+  bool modes_given = false;
   while (args.more()) {
     const std::string a = args.next();
-    if (a == "--json") {
+    if (g_provider.take(a, args)) continue;
+    if (o.cmd == "pingpong" && !a.empty() && a[0] != '-' && o.server.empty()) {
+      o.server = a;
+    } else if (a == "-p") {
+      o.tcp_port = static_cast<int>(args.number(a, 1024, 65535));
+    } else if (a == "--json") {
       o.json = args.value(a);
     } else if (a == "-a") {
       o.sizes = pow2_sizes(3, 22);
@@ -126,6 +143,7 @@ Options parse(int argc, char** argv) {
     } else if (a == "--hold-ms" && o.cmd == "drain") {
       o.hold_ms = static_cast<int>(args.number(a, 1, 60'000));
     } else if (a == "--mode") {
+      modes_given = true;
       o.modes.clear();
       const std::string list = args.value(a);
       for (std::size_t at = 0; at <= list.size();) {
@@ -140,6 +158,9 @@ Options parse(int argc, char** argv) {
       throw UsageError("unknown argument " + a);
     }
   }
+  g_provider.check();
+  if (!o.server.empty() && !g_provider.nic()) throw UsageError("pingpong SERVER runs between two hosts: add --provider mlx5");
+  if (g_provider.nic() && !modes_given) o.modes = {Mode::kGpuQHost, Mode::kCpuThreads};
   return o;
 }
 
@@ -204,7 +225,8 @@ int run(const Options& o_in, int argc, char** argv) {
     g_json.open(o.json, std::string(p.name) + " x" + std::to_string(n) + " (" + std::to_string(o.gpus) + " used); host " + host_cpu(),
                 argc, argv);
   Harness h(o.gpus, o.iters + 100);  // the largest run: 100 warm-up rounds and -n measured ones
-  if (o.cmd == "pingpong") bench_pingpong(o, h);
+  if (o.cmd == "pingpong" && g_provider.nic()) bench_pingpong_remote(o, h);
+  else if (o.cmd == "pingpong") bench_pingpong(o, h);
   else if (o.cmd == "bw") bench_bw(o, h);
   else if (o.cmd == "msgrate") bench_msgrate(o, h);
   else if (o.cmd == "atomics") bench_atomics(o, h);

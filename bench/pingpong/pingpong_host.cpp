@@ -26,6 +26,7 @@
 #include "../common/args.hpp"
 #include "../common/bed.hpp"
 #include "../common/measure.hpp"
+#include "../common/provider.hpp"
 #include "../common/report.hpp"
 #include "../common/stats.hpp"
 
@@ -35,7 +36,7 @@ namespace {
 constexpr int kMaxQps = 32;  ///< message rate: QPs at most
 
 struct Options {
-  std::string provider = "soft";
+  ProviderArgs nic;
   std::vector<std::uint64_t> sizes;  ///< empty: 8 B for latency, 64 KiB for bandwidth
   std::uint64_t iters = 1000;
   bool completion = false;
@@ -44,8 +45,8 @@ struct Options {
 };
 
 constexpr char kUsage[] =
-    "usage: gv_pingpong [--provider NAME] [-s BYTES | -a] [-n ITERS] [--poll last-byte|completion]\n"
-    "                   [--run LIST] [--json FILE]\n"
+    "usage: gv_pingpong [--provider soft|mlx5 [-d DEVICE] [-i PORT] [-x GID_INDEX]] [-s BYTES | -a]\n"
+    "                   [-n ITERS] [--poll last-byte|completion] [--run LIST] [--json FILE]\n"
     "  -s BYTES    one message size, 1 .. 1073741824 (default: 8 B for latency, 64 KiB for bw;\n"
     "              msgrate always sends 8 B and 64 B)\n"
     "  -a          all sizes 8 B .. 4 MiB (latency runs at most 100 iterations above 64 KiB)\n"
@@ -56,15 +57,18 @@ constexpr char kUsage[] =
     "  --run LIST  comma list of latency, bw, msgrate (default: all three)\n"
     "  --json FILE append one JSON object per row to FILE, after one naming the run (commit,\n"
     "              device, date, command); the table is printed either way\n"
-    "  -h, --help  this text\n";
+    "  -h, --help  this text\n"
+    GV_BENCH_PROVIDER_USAGE
+    "With --provider mlx5 the QPs are two of one ConnectX port connected to each other (a loopback\n"
+    "pair); host threads post and poll, the provider's thread rings the doorbells.\n";
 
 Options parse(int argc, char** argv) {
   Options o;
   ArgWalker args(argc, argv);
   while (args.more()) {
     const std::string a = args.next();
-    if (a == "--provider") o.provider = args.value(a);
-    else if (a == "-s" || a == "--size") o.sizes = {args.number(a, 1, std::uint64_t{1} << 30)};
+    if (o.nic.take(a, args)) continue;
+    if (a == "-s" || a == "--size") o.sizes = {args.number(a, 1, std::uint64_t{1} << 30)};
     else if (a == "-a" || a == "--all") o.sizes = pow2_sizes(3, 22);
     else if (a == "-n" || a == "--iters") o.iters = args.number(a, 1, 1'000'000);
     else if (a == "--poll") {
@@ -86,18 +90,24 @@ Options parse(int argc, char** argv) {
     } else if (a == "--json") o.json = args.value(a);
     else throw UsageError("unknown argument " + a);
   }
+  o.nic.check();
   return o;
 }
 
-/// QP pairs on one device of `provider`, run by host threads (at most one per pair, or two for
+/// QP pairs on one device of the provider chosen, run by host threads (at most one per pair, or two for
 /// the one pair of a ping-pong); the roles' results in plain memory.
 class HostBed {
  public:
-  HostBed(const std::string& provider, const Shape& shape, std::uint64_t samples_per_role)
+  HostBed(const ProviderArgs& provider, const Shape& shape, std::uint64_t samples_per_role)
       : cap_(samples_per_role), status_(std::max<std::size_t>(2, static_cast<std::size_t>(shape.pairs))),
         samples_(status_.size() * cap_), bed_(open(provider, shape), shape) {}
 
   std::size_t region() const { return bed_.region(); }
+  /// "provider soft (CPU engine)", or the NIC's Device::describe().
+  std::string describe() {
+    const gv::Device& d = *bed_.devices().front();
+    return d.name() == "soft" ? "provider soft (CPU engine)" : d.describe();
+  }
   void put(int e, std::size_t off, const std::uint8_t* src, std::size_t n) { bed_.put(e, off, src, n); }
   std::vector<std::uint8_t> get(int e, std::size_t off, std::size_t n) const { return bed_.get(e, off, n); }
   RoleResults results() { return RoleResults{status_.data(), samples_.data(), cap_}; }
@@ -107,11 +117,11 @@ class HostBed {
   }
 
  private:
-  static std::vector<std::unique_ptr<gv::Device>> open(const std::string& provider, const Shape& shape) {
+  static std::vector<std::unique_ptr<gv::Device>> open(const ProviderArgs& provider, const Shape& shape) {
     gv::DeviceOptions o;
     o.arena_bytes = arena_bytes(shape, 2 * shape.pairs, true);
     std::vector<std::unique_ptr<gv::Device>> v;
-    v.push_back(gv::Device::open(provider, o));
+    v.push_back(gv::Device::open(provider.open_name(), provider.options(o)));
     return v;
   }
 
@@ -139,11 +149,10 @@ void run_latency(const Options& o, JsonLog& json) {
   const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{8} : o.sizes;
   Shape shape;
   shape.region = region_for(*std::max_element(sizes.begin(), sizes.end()));
-  HostBed tb(o.provider, shape, o.iters + 100);
+  HostBed tb(o.nic, shape, o.iters + 100);
   const char* variant = o.completion ? "completion" : "last_byte";
-  std::printf("# latency: RDMA WRITE ping-pong, provider %s (CPU engine), a host thread a side, %s; "
-              "half the round trip\n",
-              o.provider.c_str(),
+  std::printf("# latency: RDMA WRITE ping-pong, %s, a host thread a side, %s; half the round trip\n",
+              tb.describe().c_str(),
               o.completion ? "WRITE_WITH_IMM, the receiver polls its receive CQ" : "the receiver polls the last byte");
   warn_if_oversubscribed(3, "2 ping-pong threads");
   print_latency_header(stdout);
@@ -154,7 +163,7 @@ void run_latency(const Options& o, JsonLog& json) {
     const std::string what = "latency " + std::to_string(bytes) + " B";
     const LatencyStats s = measure_pingpong(tb, bytes, iters, warmup, o.completion, what);
     print_latency_row(stdout, bytes, iters, s);
-    json.row(latency_json("pingpong", json_keys(o.provider, variant), bytes, iters, s));
+    json.row(latency_json("pingpong", json_keys(o.nic.provider, variant), bytes, iters, s));
   }
 }
 
@@ -162,7 +171,7 @@ void run_bw(const Options& o, JsonLog& json) {
   const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{65536} : o.sizes;
   Shape shape;
   shape.region = region_for(*std::max_element(sizes.begin(), sizes.end()));
-  HostBed tb(o.provider, shape, o.iters + 100);
+  HostBed tb(o.nic, shape, o.iters + 100);
   std::printf("# bw: RDMA WRITEs from one QP, a host thread, %llu in flight, one CQE per %u, at most 512 MiB a "
               "size; GB/s = 1e9 B/s\n",
               static_cast<unsigned long long>(kWindow), kSignalEvery);
@@ -172,14 +181,14 @@ void run_bw(const Options& o, JsonLog& json) {
     const std::uint64_t n = bw_messages(o.iters, bytes);
     const BwStats s = measure_bw(tb, bytes, n, "bw " + std::to_string(bytes) + " B");
     print_bw_row(stdout, bytes, n, s);
-    json.row(bw_json("bw", json_keys(o.provider, "write"), bytes, n, s));
+    json.row(bw_json("bw", json_keys(o.nic.provider, "write"), bytes, n, s));
   }
 }
 
 void run_msgrate(const Options& o, JsonLog& json) {
   Shape shape;
   shape.pairs = std::clamp(static_cast<int>(cores()) - 1, 1, kMaxQps);
-  HostBed tb(o.provider, shape, o.iters + 100);
+  HostBed tb(o.nic, shape, o.iters + 100);
   std::printf("# msgrate: inline RDMA WRITEs, a host thread per QP, %llu in flight, one CQE per %u, %llu per QP\n",
               static_cast<unsigned long long>(kWindow), kSignalEvery, static_cast<unsigned long long>(o.iters));
   std::printf(" %-6s %-8s %-12s %s\n", "#QPs", "#bytes", "#messages", "MsgRate[Mmsg/s]");
@@ -194,14 +203,15 @@ void run_msgrate(const Options& o, JsonLog& json) {
       const double rate = measure_msgrate(tb, bytes, qps, o.iters, what);
       const double total = static_cast<double>(o.iters) * qps;
       std::printf(" %-6d %-8u %-12.0f %.4f\n", qps, bytes, total, rate);
-      json.row(msgrate_json(json_keys(o.provider, "inline"), bytes, o.iters, qps, total, rate));
+      json.row(msgrate_json(json_keys(o.nic.provider, "inline"), bytes, o.iters, qps, total, rate));
     }
   }
 }
 
 int run(const Options& o, int argc, char** argv) {
   JsonLog json;
-  if (!o.json.empty()) json.open(o.json, "soft provider, CPU engine, on " + host_cpu(), argc, argv);
+  const std::string executor = o.nic.nic() ? o.nic.open_name() + " (a NIC)" : "soft provider, CPU engine";
+  if (!o.json.empty()) json.open(o.json, executor + ", on " + host_cpu(), argc, argv);
   if (o.latency) run_latency(o, json);
   if (o.bw) run_bw(o, json);
   if (o.msgrate) run_msgrate(o, json);

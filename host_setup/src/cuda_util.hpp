@@ -1,5 +1,5 @@
 // The host library's one CUDA error check, and a scoped current device. Included by the sources
-// of CUDA builds only (src/soft/cuda_reach.cpp, src/soft/gpu_arena.cpp).
+// of CUDA builds only (src/soft/cuda_reach.cpp, src/soft/gpu_arena.cpp, src/mlx5/gpu_reach_cuda.cpp).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -23,6 +23,19 @@ inline void cuda_check(cudaError_t e, const std::string& what) {
     (void)cudaGetLastError();
     throw Error(what + ": " + cuda_error_text(e));
   }
+}
+
+/// A CUDA driver function through the runtime (cudaGetDriverEntryPointByVersion, CUDA 12.0 ABI),
+/// so no binary links libcuda; null when the driver lacks it or there is no driver.
+inline void* driver_entry(const char* name) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return f;
 }
 
 /// The number of GPUs (at least one); throws gv::Error("<who> needs a GPU: <reason>") without one.

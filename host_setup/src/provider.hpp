@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <gpuverbs/host/verbs.hpp>
 #include <gpuverbs/ib/handles.hpp>
@@ -42,7 +44,7 @@ class Provider {
  public:
   virtual ~Provider() = default;
   virtual const std::string& name() const = 0;
-  /// Its engine and where queues, doorbell records and alloc() memory live (Device::describe).
+  /// Device::describe(): the name, unless the provider has more to say (engine, placement).
   virtual std::string describe() const { return name(); }
 
   virtual void* alloc(std::size_t bytes) = 0;
@@ -77,5 +79,12 @@ class Provider {
 };
 
 std::unique_ptr<Provider> open_soft_provider(const DeviceOptions& opt);
+/// A ConnectX HCA through rdma-core (src/mlx5/); `name` is "mlx5" or a device name.
+std::unique_ptr<Provider> open_mlx5_provider(std::string_view name, const DeviceOptions& opt);
+/// The names of the mlx5 devices with an ACTIVE port (empty without rdma-core or devices).
+std::vector<std::string> list_mlx5_devices();
+/// gv_devices' text: every RDMA device with its ports (state, link layer, LID, MTU) and GIDs,
+/// or a line saying there is none (or that this build has no mlx5 provider).
+std::string rdma_device_report();
 
 }  // namespace gv::detail

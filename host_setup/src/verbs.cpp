@@ -80,11 +80,16 @@ Device::~Device() = default;
 
 std::unique_ptr<Device> Device::open(std::string_view name, const DeviceOptions& opt) {
   if (name == "soft") return std::unique_ptr<Device>(new Device(detail::open_soft_provider(opt)));
-  throw Error("Device::open: no provider named '" + std::string(name) +
-              "'; available here: soft");
+  if (name.empty()) throw Error("Device::open: empty name; use \"soft\", \"mlx5\" or an RDMA device name");
+  // Every other name is an RDMA device (names like mlx5_0, or rocep1s0f0 where udev renames them).
+  return std::unique_ptr<Device>(new Device(detail::open_mlx5_provider(name, opt)));
 }
 
-std::vector<std::string> Device::list() { return {"soft"}; }
+std::vector<std::string> Device::list() {
+  std::vector<std::string> v{"soft"};
+  for (std::string& n : detail::list_mlx5_devices()) v.push_back(std::move(n));
+  return v;
+}
 
 const std::string& Device::name() const { return provider_->name(); }
 std::string Device::describe() const { return provider_->describe(); }

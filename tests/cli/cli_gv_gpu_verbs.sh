@@ -24,6 +24,12 @@ expect 2 "unknown mode 'gpu'" "$bin" pingpong --mode gpu
 expect 2 "unknown mode 'host'" "$bin" pingpong --mode host  # renamed: host-controlled or cpu-threads
 expect 0 "host-controlled, host-assisted, cpu-threads" "$bin" --help
 expect 2 "--json needs a value" "$bin" pingpong --json
+# A NIC: --provider mlx5 with perftest's letters; the two-host ping-pong needs it.
+expect 2 "--provider takes soft or mlx5, not 'rxe'" "$bin" pingpong --provider rxe
+expect 2 "-d, -i and -x choose a NIC: add --provider mlx5" "$bin" bw -x 3
+expect 2 "pingpong SERVER runs between two hosts: add --provider mlx5" "$bin" pingpong node7
+expect 2 "-p '80' is out of range" "$bin" pingpong --provider mlx5 -p 80
+expect 2 "unknown argument node7" "$bin" bw node7 --provider mlx5
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   expect 1 "no NVIDIA GPU or driver found" "$bin" anchors -n 10
   expect 1 "no NVIDIA GPU or driver found" "$bin" devices

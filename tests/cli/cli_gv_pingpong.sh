@@ -18,6 +18,11 @@ expect 2 "-s '' is empty" "$bin" -s ''
 expect 2 "-s needs a value" "$bin" -s
 expect 2 "--poll takes last-byte or completion" "$bin" --poll sometimes
 expect 2 "unknown argument --bogus.*$usage" "$bin" --bogus
+# The provider, with perftest's letters for the NIC (which need --provider mlx5).
+expect 2 "--provider takes soft or mlx5, not 'rxe'" "$bin" --provider rxe
+expect 2 "-d, -i and -x choose a NIC: add --provider mlx5" "$bin" -d mlx5_0
+expect 2 "-i '0' is out of range" "$bin" --provider mlx5 -i 0
+expect 2 "-x 'x' is not a whole number" "$bin" --provider mlx5 -x x
 expect 0 "t_typical" "$bin" -s 64 -n 20
 # Latency, bandwidth and message-rate rows by default; --run picks.
 expect 0 "t_typical.*BW average\[GB/s\].*MsgRate\[Mmsg/s\]" "$bin" -n 200

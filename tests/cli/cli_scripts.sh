@@ -9,6 +9,9 @@ expect 0 "consumer +install build/" bash "$root/scripts/test.sh" --help
 expect 2 "unknown argument '--bogus'.*stages: setup build ctest asan tsan consumer" bash "$root/scripts/test.sh" --bogus
 expect 2 "unknown stage 'ctst'" bash "$root/scripts/test.sh" ctest ctst
 expect 0 "The main job" bash "$root/scripts/run.sh" -h
+expect 0 "Validate the mlx5 provider.*GV_IB_GID_INDEX" bash "$root/scripts/nic_check.sh" -h
+expect 2 "unknown argument -q" bash "$root/scripts/nic_check.sh" -q
+expect 2 "-i needs a port number" bash "$root/scripts/nic_check.sh" -i one
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   if ((has_gpu_bench)); then want="no NVIDIA GPU or driver found"; else want="this build has no gv_gpu_verbs"; fi
   expect 0 "^cpu $want" \

@@ -3,7 +3,8 @@
 //    many blocks on one QP) are byte-identical to what the host encoder produces for the same
 //    work requests, land exactly once, and are published in order with a correct doorbell.
 //  * End to end: kernels post every opcode through the soft provider (queues in pinned host
-//    memory, executed by its CPU engine) and poll the completions.
+//    memory, executed by its CPU engine) and poll the completions; tests/nic runs these same
+//    tests over a ConnectX HCA (GV_TEST_PROVIDER=mlx5).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "gpu_test.hpp"
 #include "qp_pair.hpp"
+#include "test_provider.hpp"
 #include "verbs_kernels.cuh"
 
 namespace {
@@ -279,7 +281,9 @@ class GpuSoftEndToEnd : public ::testing::Test {
     GV_REQUIRE_GPUS(1);
     gv::DeviceOptions o;
     o.map_to_gpus = true;
-    dev = gv::Device::open("soft", o);
+    std::string why;
+    dev = gvt::open_test_device(o, why);  // soft, or GV_TEST_PROVIDER=mlx5 (tests/nic)
+    if (!dev) GTEST_SKIP() << why;
     pd = dev->alloc_pd();
     gv::QpCaps caps;
     caps.max_inline = 128;

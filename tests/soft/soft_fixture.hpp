@@ -13,6 +13,8 @@
 #include <gpuverbs/host/verbs.hpp>
 #include <gpuverbs/ib.hpp>
 
+#include "expect_error.hpp"
+
 namespace gvt {
 
 using gv::Status;
@@ -120,17 +122,6 @@ inline void post_ok(const Endpoint& e, const SendWr& wr) {
 
 inline void post_recv_ok(const Endpoint& e, const Sge* sgl, std::uint32_t n) {
   ASSERT_EQ(gv::ib::post_recv<Ownership::kExclusive>(e.h, sgl, n), Status::kOk);
-}
-
-/// Expect `f` to throw gv::Error whose message contains `what`.
-template <class F>
-void expect_error(F&& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one mentioning '" << what << "'";
-  } catch (const gv::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << "message: " << e.what();
-  }
 }
 
 }  // namespace gvt

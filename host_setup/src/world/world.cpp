@@ -26,6 +26,7 @@
 #include <gpuverbs/ib/ring.hpp>
 
 #include "bootstrap.hpp"
+#include "ib_provider.hpp"
 #include "memory.hpp"
 
 #if GPUVERBS_HAVE_CUDA
@@ -455,11 +456,19 @@ void World::Impl::make_heap(bool need_ib) {
     d.engine = gpu_mode() ? DeviceOptions::Engine::kGpu : DeviceOptions::Engine::kCpu;
     d.gpu = gpu_mode() ? gpu : 0;
     d.engine_warps = opt.ib_engine_warps;
-    dev = Device::open("soft", d);
+    const detail::IbProvider ibp = detail::world_ib_provider(d, gpu_mode());  // GV_PROVIDER=soft|mlx5
+    dev = Device::open(ibp.name, ibp.options);
     dev->quiesce();  // no engine of this process runs while the setup allocates (EngineGate)
     pd = dev->alloc_pd();
-    heap = static_cast<std::byte*>(dev->alloc(heap_total));
-    heap_kind = HeapKind::kDevice;
+    heap_kind = ibp.gpu_heap ? HeapKind::kCuda : HeapKind::kDevice;  // a NIC reaches GPU memory
+#if GPUVERBS_HAVE_CUDA
+    if (ibp.gpu_heap) {
+      void* p = nullptr;
+      detail::cuda_check(cudaMalloc(&p, heap_total), "World: cudaMalloc of a " + std::to_string(heap_total) + "-byte heap");
+      heap = static_cast<std::byte*>(p);
+    }
+#endif
+    if (!ibp.gpu_heap) heap = static_cast<std::byte*>(dev->alloc(heap_total));
     heap_mr = pd->reg_mr(heap, heap_total, kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic);
   } else if (gpu_mode()) {
 #if GPUVERBS_HAVE_CUDA

@@ -47,7 +47,10 @@ struct AsyncEvent {
   /// kEngineFailed: the GPU engine ended or stopped advancing; the device raised abort.
   /// kCopyFailed: a CUDA copy of the CPU engine (GPU memory) failed; the WQE of QP `number`
   /// completed with a local protection error and the QP is in error.
-  enum class Type : std::uint32_t { kCqOverrun = 1, kQpFatal = 2, kEngineFailed = 3, kCopyFailed = 4 };
+  /// kPortError / kDeviceFatal: a NIC's port went down or the HCA failed (mlx5).
+  enum class Type : std::uint32_t {
+    kCqOverrun = 1, kQpFatal = 2, kEngineFailed = 3, kCopyFailed = 4, kPortError = 5, kDeviceFatal = 6
+  };
   Type type;
   std::uint32_t number;   ///< CQN or QPN
   std::string message;    ///< what happened and what to do
@@ -80,6 +83,16 @@ struct DeviceOptions {
   int gpu = 0;                       ///< kGpu: the CUDA device that holds and runs it; kCpu with
                                      ///< map_to_gpus: the GPU whose NUMA node holds the memory
   std::uint32_t engine_warps = 4;    ///< kGpu: 1..32
+
+  // mlx5 (a ConnectX HCA through rdma-core). map_to_gpus above picks who uses the handles:
+  // kernels (queues mapped for the GPUs, counters in GPU memory) or host threads.
+  /// HCA port, 1-based; 0: the first ACTIVE port. GV_IB_PORT overrides.
+  std::uint8_t ib_port = 0;
+  /// Source GID index; -1: 0 on InfiniBand, on RoCE the first RoCE v2 GID (IPv4-mapped first).
+  /// GV_IB_GID_INDEX overrides.
+  int ib_gid_index = -1;
+  /// P_Key index of the QPs (0 is the default partition; partitioned fabrics need theirs).
+  std::uint16_t ib_pkey_index = 0;
 };
 
 struct QpCaps {
@@ -96,6 +109,15 @@ struct QpInfo {
   std::int32_t pid = 0;
   char arena[64] = {};
   unsigned char ipc[64] = {};  ///< GPU engine: CUDA IPC handle of the arena, for other processes
+  // A NIC (mlx5): how the peer's HCA reaches this QP over the fabric.
+  std::uint32_t psn = 0;        ///< first PSN this QP sends (the peer expects it)
+  std::uint16_t lid = 0;        ///< InfiniBand: the port's LID (0 on RoCE)
+  std::uint8_t port = 0;        ///< HCA port, 1-based (0: soft)
+  std::uint8_t gid_index = 0;   ///< the source GID index this QP sends from
+  std::uint8_t mtu = 0;         ///< the port's active MTU, IB encoding (1 = 256 .. 5 = 4096)
+  std::uint8_t link_layer = 0;  ///< 1 InfiniBand, 2 Ethernet (RoCE), as IBV_LINK_LAYER_*
+  std::uint8_t reserved[2] = {};
+  unsigned char gid[16] = {};   ///< the port's GID at gid_index (RoCE v2 needs it; IB may)
 };
 
 struct ConnectAttr {
@@ -119,9 +141,11 @@ struct QpImpl;
 
 class Device {
  public:
-  /// Open a provider by name. "soft" (the software HCA) is always available.
+  /// Open a provider by name. "soft" (the software HCA) is always available; "mlx5" opens the
+  /// first ConnectX device with an ACTIVE port (GV_IB_HCA names another), "mlx5_0" (any RDMA
+  /// device name) that device. Throws, saying how to list devices, when there is none.
   static std::unique_ptr<Device> open(std::string_view name = "soft", const DeviceOptions& = {});
-  /// Names open() accepts on this machine.
+  /// Names open() accepts on this machine: "soft", then every mlx5 device with an ACTIVE port.
   static std::vector<std::string> list();
 
   ~Device();
@@ -129,8 +153,9 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const std::string& name() const;
-  /// The provider, its engine, and where queues, doorbell records and alloc() memory live; for
-  /// a soft device mapped into the GPUs, on which NUMA node (the GPU's) or why not.
+  /// One line: the provider and where queues, doorbell records and alloc() memory live — for a
+  /// soft device mapped into the GPUs, on which NUMA node (the GPU's) or why not; for a NIC the
+  /// device, port, link layer, GID index and who rings the doorbells (the GPU, or a host thread).
   std::string describe() const;
   std::unique_ptr<ProtectionDomain> alloc_pd();
   std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth);
