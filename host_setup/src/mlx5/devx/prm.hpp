@@ -140,7 +140,8 @@ struct Entry {
 #define GV_PRM_MODIFY_QP_IN(X) GV_PRM_QP_CMD(X) X(qpn, 0x48, 24, kSame, nullptr)
 #define GV_PRM_QP_2ERR_IN(X) GV_PRM_CMD_HDR(X) X(qpn, 0x48, 24, kSame, nullptr)
 
-#define GV_PRM_QUERY_HCA_CAP_IN(X) GV_PRM_CMD_HDR(X)
+/// QUERY_HCA_CAP has no uid (those bits are reserved).
+#define GV_PRM_QUERY_HCA_CAP_IN(X) X(opcode, 0x00, 16, kSame, nullptr) X(op_mod, 0x30, 16, kSame, nullptr)
 #define GV_PRM_QUERY_HCA_CAP_OUT(X) GV_PRM_CMD_OUT(X) X(capability, 0x80, 0x8000, kSame, nullptr)
 
 #define GV_PRM_CMD_HCA_CAP(X)                       \
