@@ -51,57 +51,64 @@ std::uint32_t sq_wqebbs(const QpCaps& caps) {
   return static_cast<std::uint32_t>(ib::round_up_pow2(std::uint64_t{caps.sq_depth} * ib::wqe_bbs(ds_max)));
 }
 
+/// What a CQ and a QP both hold: queue memory with its UMEM, a UAR, and the DEVX object, released
+/// in reverse order (also when a constructor throws halfway).
+struct DevxResources {
+  explicit DevxResources(GpuQueueFactory& factory) : f(factory) {}
+  ~DevxResources() {
+    if (obj) (void)f.seam_.obj_destroy(obj);
+    if (uar.handle) f.seam_.free_uar(uar);
+    f.release(mem);
+  }
+  DevxResources(const DevxResources&) = delete;
+  DevxResources& operator=(const DevxResources&) = delete;
+
+  /// CREATE_CQ / CREATE_QP; returns the object's number (cqn and qpn share their place in the
+  /// outputs), or throws with the command's status and syndrome.
+  std::uint32_t create(std::span<const std::uint8_t> in, const char* name) {
+    ShortOut out{};
+    const int err = f.seam_.obj_create(in, out, &obj);
+    if (err != 0 || read_status(out).status != 0) throw Error(describe_failure(name, out, err));
+    static_assert(prm::create_cq_out::cqn.bit == prm::create_qp_out::qpn.bit);
+    return static_cast<std::uint32_t>(prm::get(out, prm::create_cq_out::cqn));
+  }
+
+  GpuQueueFactory& f;
+  GpuQueueFactory::Memory mem;
+  Uar uar;
+  void* obj = nullptr;
+};
+
 /// A CQ in GPU memory: ring at 0, record after it, one UMEM; its UAR is only named in CREATE_CQ.
 class GpuCq final : public dm::CqQueue {
  public:
-  GpuCq(GpuQueueFactory& f, std::uint32_t entries) : f_(f) {
+  GpuCq(GpuQueueFactory& f, std::uint32_t entries) : r_(f) {
     const std::size_t ring = std::size_t{entries} * ib::mlx5::kCqeSize;
-    mem_ = f_.alloc_registered(ring + kRecordAlign, "CQ");
-    try {
-      // Every CQE invalid before the NIC's first lap: no poller takes zeros for a completion.
-      const std::vector<ib::mlx5::Cqe> invalid(entries, ib::make_invalid_cqe());
-      f_.seam_.write_queue_memory(mem_.base, invalid.data(), ring);
-      uar_ = f_.alloc_uar("CQ");
-      CqParams p;
-      p.log_cq_size = log2u(entries);
-      p.uar_page = uar_.page_id;
-      p.eqn = f_.eqn_;
-      p.log_page_size = kLogPageSize;
-      p.cq_umem_id = mem_.umem.id;
-      p.dbr_umem_id = mem_.umem.id;
-      p.dbr_offset = ring;
-      p.overrun_ignore = f_.opt_.cq_overrun_ignore;
-      const CreateCqIn in = build_create_cq(p);
-      ShortOut out{};
-      const int err = f_.seam_.obj_create(in, out, &obj_);
-      if (err != 0 || read_status(out).status != 0) throw Error(describe_failure("CREATE_CQ", out, err));
-      rings_.cqn = static_cast<std::uint32_t>(prm::get(out, prm::create_cq_out::cqn));
-    } catch (...) {
-      undo();
-      throw;
-    }
-    rings_.buf = mem_.base;
+    r_.mem = f.alloc_registered(ring + kRecordAlign, "CQ");
+    // Every CQE invalid before the NIC's first lap: no poller takes zeros for a completion.
+    const std::vector<ib::mlx5::Cqe> invalid(entries, ib::make_invalid_cqe());
+    f.seam_.write_queue_memory(r_.mem.base, invalid.data(), ring);
+    r_.uar = f.alloc_uar("CQ");
+    CqParams p;
+    p.log_cq_size = log2u(entries);
+    p.uar_page = r_.uar.page_id;
+    p.eqn = f.eqn_;
+    p.log_page_size = kLogPageSize;
+    p.cq_umem_id = r_.mem.umem.id;
+    p.dbr_umem_id = r_.mem.umem.id;
+    p.dbr_offset = ring;
+    p.overrun_ignore = f.opt_.cq_overrun_ignore;
+    rings_.cqn = r_.create(build_create_cq(p), "CREATE_CQ");
+    rings_.buf = r_.mem.base;
     rings_.cqe_cnt = entries;
     rings_.cqe_size = ib::mlx5::kCqeSize;
-    rings_.dbrec = reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(mem_.base) + ring);
+    rings_.dbrec = reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(r_.mem.base) + ring);
     rings_.placement = dm::Placement::kGpu;
-  }
-  ~GpuCq() override {
-    if (obj_) (void)f_.seam_.obj_destroy(obj_);
-    undo();
   }
   const dm::CqRings& rings() const override { return rings_; }
 
  private:
-  void undo() {
-    if (uar_.handle) f_.seam_.free_uar(uar_);
-    uar_ = Uar{};
-    f_.release(mem_);
-  }
-  GpuQueueFactory& f_;
-  GpuQueueFactory::Memory mem_;
-  Uar uar_;
-  void* obj_ = nullptr;
+  DevxResources r_;
   dm::CqRings rings_;
 };
 
@@ -109,7 +116,7 @@ class GpuCq final : public dm::CqQueue {
 class GpuQp final : public dm::QpQueue {
  public:
   GpuQp(GpuQueueFactory& f, const dm::QpRequest& req, const dm::CqRings& send, const dm::CqRings& recv)
-      : f_(f), pd_(req.pd) {
+      : f_(f), pd_(req.pd), r_(f) {
     const HcaCaps& caps = f_.caps_;
     const std::uint32_t sq_bbs = sq_wqebbs(req.caps);
     const auto rq_wqes = static_cast<std::uint32_t>(ib::round_up_pow2(req.caps.rq_depth));
@@ -123,31 +130,22 @@ class GpuQp final : public dm::QpQueue {
       throw Error("mlx5dv_init_obj(PD) failed: errno " + std::to_string(err));
     const std::size_t sq_off = round_up(std::size_t{rq_wqes} << rq_shift, ib::mlx5::kSendWqeBB);
     const std::size_t rec_off = round_up(sq_off + std::size_t{sq_bbs} * ib::mlx5::kSendWqeBB, kRecordAlign);
-    mem_ = f_.alloc_registered(rec_off + kRecordAlign, "QP");
-    try {
-      uar_ = f_.alloc_uar("QP");
-      QpParams p;
-      p.pdn = pdn;
-      p.uar_page = uar_.page_id;
-      p.cqn_snd = send.cqn;
-      p.cqn_rcv = recv.cqn;
-      p.log_sq_size = log2u(sq_bbs);
-      p.log_rq_size = log2u(rq_wqes);
-      p.log_rq_stride = rq_shift - 4;
-      p.log_page_size = kLogPageSize;
-      p.wq_umem_id = mem_.umem.id;
-      p.dbr_umem_id = mem_.umem.id;
-      p.dbr_offset = rec_off;
-      const CreateQpIn in = build_create_qp(p);
-      ShortOut out{};
-      const int err = f_.seam_.obj_create(in, out, &obj_);
-      if (err != 0 || read_status(out).status != 0) throw Error(describe_failure("CREATE_QP", out, err));
-      rings_.qpn = static_cast<std::uint32_t>(prm::get(out, prm::create_qp_out::qpn));
-    } catch (...) {
-      undo();
-      throw;
-    }
-    auto* base = static_cast<std::byte*>(mem_.base);
+    r_.mem = f_.alloc_registered(rec_off + kRecordAlign, "QP");
+    r_.uar = f_.alloc_uar("QP");
+    QpParams p;
+    p.pdn = pdn;
+    p.uar_page = r_.uar.page_id;
+    p.cqn_snd = send.cqn;
+    p.cqn_rcv = recv.cqn;
+    p.log_sq_size = log2u(sq_bbs);
+    p.log_rq_size = log2u(rq_wqes);
+    p.log_rq_stride = rq_shift - 4;
+    p.log_page_size = kLogPageSize;
+    p.wq_umem_id = r_.mem.umem.id;
+    p.dbr_umem_id = r_.mem.umem.id;
+    p.dbr_offset = rec_off;
+    rings_.qpn = r_.create(build_create_qp(p), "CREATE_QP");
+    auto* base = static_cast<std::byte*>(r_.mem.base);
     rings_.rq_buf = base;
     rings_.rq_wqe_cnt = rq_wqes;
     rings_.rq_stride = 1u << rq_shift;
@@ -155,13 +153,9 @@ class GpuQp final : public dm::QpQueue {
     rings_.sq_wqe_cnt = sq_bbs;
     rings_.sq_stride = ib::mlx5::kSendWqeBB;
     rings_.dbrec = reinterpret_cast<std::uint32_t*>(base + rec_off);
-    rings_.bf_reg = uar_.reg_addr;
-    rings_.bf_size = f_.uar_type_ == to_string(UarType::kBf) ? 1u << caps.log_bf_reg_size : 0;
+    rings_.bf_reg = r_.uar.reg_addr;
+    rings_.bf_size = r_.uar.type == UarType::kBf ? 1u << caps.log_bf_reg_size : 0;
     rings_.placement = dm::Placement::kGpu;
-  }
-  ~GpuQp() override {
-    if (obj_) (void)f_.seam_.obj_destroy(obj_);
-    undo();
   }
   const dm::QpRings& rings() const override { return rings_; }
 
@@ -224,20 +218,13 @@ class GpuQp final : public dm::QpQueue {
   template <class In>
   void command(const In& in, const char* name) {
     ShortOut out{};
-    const int err = f_.seam_.obj_modify(obj_, in, out);
+    const int err = f_.seam_.obj_modify(r_.obj, in, out);
     if (err != 0 || read_status(out).status != 0)
       throw Error("QP " + detail::hex(rings_.qpn) + ": " + describe_failure(name, out, err));
   }
-  void undo() {
-    if (uar_.handle) f_.seam_.free_uar(uar_);
-    uar_ = Uar{};
-    f_.release(mem_);
-  }
   GpuQueueFactory& f_;
   ibv_pd* pd_;
-  GpuQueueFactory::Memory mem_;
-  Uar uar_;
-  void* obj_ = nullptr;
+  DevxResources r_;
   dm::QpRings rings_;
 };
 
@@ -318,6 +305,7 @@ Uar GpuQueueFactory::alloc_uar(const char* what) {
   for (UarType t : {UarType::kNcDedicated, UarType::kNc, UarType::kBf}) {
     const int err = seam_.alloc_uar(t, &u);
     if (err == 0) {
+      u.type = t;
       uar_type_ = to_string(t);
       return u;
     }

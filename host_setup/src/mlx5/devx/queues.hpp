@@ -54,6 +54,7 @@ class GpuQueueFactory final : public detail::mlx5::QueueFactory {
  private:
   friend class GpuCq;
   friend class GpuQp;
+  friend struct DevxResources;
   /// GPU memory registered as one UMEM (ring and record share it at different offsets).
   struct Memory {
     void* base = nullptr;

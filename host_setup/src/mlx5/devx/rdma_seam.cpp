@@ -81,7 +81,7 @@ class RdmaSeam final : public Seam {
     errno = 0;
     mlx5dv_devx_uar* u = mlx5dv_devx_alloc_uar(ctx_, flags);
     if (!u) return errno ? errno : EIO;
-    *uar = Uar{u, u->page_id, u->reg_addr, u->base_addr};
+    *uar = Uar{u, u->page_id, u->reg_addr, u->base_addr, type};
     return 0;
   }
   void free_uar(const Uar& uar) override { mlx5dv_devx_free_uar(static_cast<mlx5dv_devx_uar*>(uar.handle)); }

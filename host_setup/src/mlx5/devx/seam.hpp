@@ -28,6 +28,7 @@ struct Uar {
   std::uint32_t page_id = 0;     ///< the UAR page number commands name (uar_page)
   void* reg_addr = nullptr;      ///< host mapping of the doorbell register
   void* base_addr = nullptr;     ///< host mapping of the page
+  UarType type = UarType::kNc;   ///< what alloc_uar was asked for
 };
 
 struct Umem {
