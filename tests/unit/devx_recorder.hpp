@@ -40,6 +40,7 @@ class Recorder : public Seam {
     caps.log_max_ra_req_qp = 4;
     caps.log_max_ra_res_qp = 4;
     caps.port_type = prm::kPortTypeEth;
+    caps.sq_ts_format = 1;  // real-time stamps known: the QP takes the default format
   }
 
   int general_cmd(std::span<const std::uint8_t> in, std::span<std::uint8_t> out) override {
@@ -58,6 +59,7 @@ class Recorder : public Seam {
       cap(prm::cmd_hca_cap::log_max_ra_req_qp, caps.log_max_ra_req_qp);
       cap(prm::cmd_hca_cap::log_max_ra_res_qp, caps.log_max_ra_res_qp);
       cap(prm::cmd_hca_cap::port_type, caps.port_type);
+      cap(prm::cmd_hca_cap::sq_ts_format, caps.sq_ts_format);
     } else if (op_mod == prm::hca_cap_op_mod(prm::kCapAtomic)) {
       cap(prm::atomic_caps::atomic_operations, caps.atomic_operations);
       cap(prm::atomic_caps::atomic_size_qp, caps.atomic_size_qp);

@@ -71,6 +71,7 @@ TEST(DevxCommands, CreateQpRc) {
   p.log_rq_size = 6;
   p.log_rq_stride = 1;
   p.log_page_size = 4;
+  p.ts_format = 1;
   p.wq_umem_id = 0x21;
   p.dbr_umem_id = 0x22;
   p.dbr_offset = 0x2000;
@@ -79,7 +80,7 @@ TEST(DevxCommands, CreateQpRc) {
                       {0, {0x05, 0x00}},               // CREATE_QP
                       {24, {0x00, 0x00, 0x18, 0x00}},  // qpc: st RC (0), pm_state migrated
                       {28, {0x00, 0x00, 0x12, 0x34}},  // pd
-                      {32, {0x00, 0x31, 0x38, 0x00}},  // log_rq_size 6, log_rq_stride 1, log_sq_size 7
+                      {32, {0x00, 0x31, 0x38, 0x40}},  // log_rq_size 6, log_rq_stride 1, log_sq_size 7, ts_format 1
                       {36, {0x00, 0x00, 0x00, 0x55}},  // uar_page
                       {44, {0x04}},                    // log_page_size
                       {148, {0x00, 0x00, 0x04, 0x00}}, // cqn_snd

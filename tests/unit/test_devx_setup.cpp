@@ -74,6 +74,7 @@ TEST(DevxSetup, WholeSequenceOnRoce) {
   EXPECT_EQ(qp_f(devx::prm::qpc::cqn_rcv), rcq->rings().cqn);
   EXPECT_EQ(qp_f(devx::prm::qpc::log_rq_stride), 1u);
   EXPECT_EQ(qp_f(devx::prm::qpc::rq_type), devx::prm::kRqRegular);
+  EXPECT_EQ(qp_f(devx::prm::qpc::ts_format), devx::prm::kTsDefault);
   EXPECT_EQ(qp_f(devx::prm::qpc::dbr_addr),
             static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(q.dbrec) - static_cast<std::byte*>(q.rq_buf)));
 

@@ -72,6 +72,7 @@ CreateQpIn build_create_qp(const QpParams& p) {
   put(c, q(qpc::pd), p.pdn, "pd");
   put(c, q(qpc::uar_page), p.uar_page, "uar_page");
   put(c, q(qpc::user_index), p.user_index, "user_index");
+  put(c, q(qpc::ts_format), p.ts_format, "ts_format");
   put(c, q(qpc::log_page_size), p.log_page_size, "log_page_size");
   put(c, q(qpc::rq_type), kRqRegular, "rq_type");
   put(c, q(qpc::log_rq_size), p.log_rq_size, "log_rq_size");
@@ -157,6 +158,7 @@ void read_general_caps(std::span<const std::uint8_t> out, HcaCaps& caps) {
   caps.port_type = g(cmd_hca_cap::port_type);
   caps.cqe_version = g(cmd_hca_cap::cqe_version);
   caps.log_bf_reg_size = g(cmd_hca_cap::log_bf_reg_size);
+  caps.sq_ts_format = g(cmd_hca_cap::sq_ts_format);
   caps.atomic = g(cmd_hca_cap::atomic) != 0;
   caps.cq_oi = g(cmd_hca_cap::cq_oi) != 0;
 }

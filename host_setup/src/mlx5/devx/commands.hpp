@@ -47,6 +47,7 @@ struct QpParams {
   std::uint32_t log_rq_size = 0;     ///< receive WQEs
   std::uint32_t log_rq_stride = 0;   ///< receive WQE bytes = 16 << log_rq_stride
   std::uint32_t user_index = 0;
+  std::uint32_t ts_format = 0;       ///< prm::kTsFreeRunning or kTsDefault
   std::uint32_t log_page_size = 0;
   std::uint32_t wq_umem_id = 0;
   std::uint64_t wq_umem_offset = 0;
@@ -105,7 +106,7 @@ Qp2ErrIn build_2err(std::uint32_t qpn);
 struct HcaCaps {
   std::uint32_t log_max_qp_sz = 0, log_max_cq_sz = 0, log_max_msg = 0;
   std::uint32_t log_max_ra_req_qp = 0, log_max_ra_res_qp = 0;
-  std::uint32_t port_type = 0, cqe_version = 0, log_bf_reg_size = 0;
+  std::uint32_t port_type = 0, cqe_version = 0, log_bf_reg_size = 0, sq_ts_format = 0;
   bool atomic = false, cq_oi = false;
   std::uint32_t atomic_operations = 0, atomic_size_qp = 0, atomic_endianness_mode = 0;
 };

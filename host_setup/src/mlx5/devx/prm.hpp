@@ -83,6 +83,7 @@ struct Entry {
   X(log_rq_stride, 0x4d, 3, kSame, nullptr)            \
   X(no_sq, 0x50, 1, kSame, nullptr)                    \
   X(log_sq_size, 0x51, 4, kSame, nullptr)              \
+  X(ts_format, 0x58, 2, kSame, nullptr)                \
   X(uar_page, 0x68, 24, kSame, nullptr)                \
   X(user_index, 0x88, 24, kSame, nullptr)              \
   X(log_page_size, 0xa3, 5, kSame, nullptr)            \
@@ -154,7 +155,8 @@ struct Entry {
   X(cqe_version, 0x1fc, 4, kSame, nullptr)          \
   X(atomic, 0x21e, 1, kSame, nullptr)               \
   X(cq_oi, 0x220, 1, kSame, nullptr)                \
-  X(log_bf_reg_size, 0x26b, 5, kSame, nullptr)
+  X(log_bf_reg_size, 0x26b, 5, kSame, nullptr)     \
+  X(sq_ts_format, 0x440, 2, kSame, nullptr)
 
 #define GV_PRM_ATOMIC_CAPS(X)                                \
   X(atomic_req_8B_endianness_mode, 0x40, 2, kSame, nullptr)  \
@@ -263,6 +265,9 @@ inline constexpr std::uint32_t kAtomicMode8B = 0x3; ///< qpc.atomic_mode: up to 
 inline constexpr std::uint32_t kAtomicOpsCas = 1u << 0, kAtomicOpsFetchAdd = 1u << 1;
 inline constexpr std::uint32_t kAtomicSize8 = 1u << 3;  ///< atomic_size_qp: 8 bytes
 inline constexpr std::uint32_t kPortTypeIb = 0x0, kPortTypeEth = 0x1;
+/// qpc.ts_format: the device's default where it knows real-time stamps, else free-running (as
+/// the kernel's mlx5_get_qp_default_ts chooses; a device without free-running refuses 0).
+inline constexpr std::uint32_t kTsFreeRunning = 0x0, kTsDefault = 0x1;
 /// qpc.log_page_size and cqc.log_page_size count from 4 KiB pages.
 inline constexpr std::uint32_t kPageShiftBase = 12;
 

@@ -141,6 +141,7 @@ class GpuQp final : public dm::QpQueue {
     p.log_rq_size = log2u(rq_wqes);
     p.log_rq_stride = rq_shift - 4;
     p.log_page_size = kLogPageSize;
+    p.ts_format = caps.sq_ts_format ? prm::kTsDefault : prm::kTsFreeRunning;
     p.wq_umem_id = r_.mem.umem.id;
     p.dbr_umem_id = r_.mem.umem.id;
     p.dbr_offset = rec_off;
