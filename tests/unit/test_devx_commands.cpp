@@ -125,6 +125,7 @@ TEST(DevxCommands, Init2RtrRoce) {
   p.path.src_addr_index = 3;
   p.path.hop_limit = 64;
   p.path.traffic_class = 0x28;
+  p.path.sl = 3;
   p.path.udp_sport = 0xc123;
   p.path.rmac = {0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
   const auto c = devx::build_init2rtr(p);
@@ -139,8 +140,8 @@ TEST(DevxCommands, Init2RtrRoce) {
                       {57, {0x03, 0x00, 0x40}},        // src_addr_index, stat_rate 0, hop_limit
                       {60, {0x02, 0x80}},              // tclass 0x28 (bits 4..11)
                       {64, gid},                       // rgid_rip
-                      {82, {0xc1, 0x23}},              // udp_sport
-                      {85, {0x01, 0x02, 0x11}},        // vhca_port_num, rmac_47_32
+                      {81, {0x0a, 0xc1, 0x23}},        // dscp 0x28 >> 2, udp_sport
+                      {84, {0x30, 0x01, 0x02, 0x11}},  // eth_prio 3, vhca_port_num, rmac_47_32
                       {88, {0x22, 0x33, 0x44, 0x55}},  // rmac_31_0
                       {169, {0x80}},                   // log_rra_max 4
                       {172, {0x0c, 0x65, 0x43, 0x21}}, // min_rnr_nak, next_rcv_psn

@@ -122,6 +122,8 @@ ModifyQpIn build_init2rtr(const Init2RtrParams& p) {
   put(c, in_path(prm::ads::src_addr_index), a.src_addr_index, "src_addr_index");
   put(c, in_path(prm::ads::hop_limit), a.hop_limit, "hop_limit");
   put(c, in_path(prm::ads::tclass), a.traffic_class, "tclass");
+  put(c, in_path(prm::ads::dscp), a.traffic_class >> 2, "dscp");
+  put(c, in_path(prm::ads::eth_prio), a.sl, "eth_prio");
   put(c, in_path(prm::ads::udp_sport), a.udp_sport, "udp_sport");
   put(c, in_path(prm::ads::rmac_47_32), std::uint32_t{a.rmac[0]} << 8 | a.rmac[1], "rmac_47_32");
   put(c, in_path(rmac_31_0),

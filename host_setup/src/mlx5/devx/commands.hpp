@@ -69,11 +69,11 @@ struct AddressPath {
   bool roce = false;
   std::uint8_t port = 1;
   std::uint16_t rlid = 0;          ///< InfiniBand
-  std::uint8_t sl = 0;             ///< InfiniBand service level
+  std::uint8_t sl = 0;             ///< InfiniBand service level; RoCE: Ethernet priority (0..7)
   std::array<std::uint8_t, 16> rgid{};  ///< RoCE: the peer's GID, wire order
   std::uint8_t src_addr_index = 0; ///< RoCE: our GID index
   std::uint8_t hop_limit = 64;
-  std::uint8_t traffic_class = 0;
+  std::uint8_t traffic_class = 0;  ///< RoCE v2: its top 6 bits go out as the DSCP
   std::uint16_t udp_sport = 0xc000;
   std::array<std::uint8_t, 6> rmac{};   ///< RoCE: next hop's MAC (resolved through an AH)
 };

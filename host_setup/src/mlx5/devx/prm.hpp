@@ -67,7 +67,9 @@ struct Entry {
   X(hop_limit, 0x58, 8, kSame, nullptr)      \
   X(tclass, 0x64, 8, kSame, nullptr)         \
   X(rgid_rip, 0x80, 128, kSame, nullptr)     \
+  X(dscp, 0x10a, 6, kSame, nullptr)          \
   X(udp_sport, 0x110, 16, kSame, nullptr)    \
+  X(eth_prio, 0x121, 3, kSame, nullptr)      \
   X(sl, 0x124, 4, kSame, nullptr)            \
   X(vhca_port_num, 0x128, 8, kSame, nullptr) \
   X(rmac_47_32, 0x130, 16, kSame, nullptr)   \

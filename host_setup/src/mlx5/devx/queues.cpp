@@ -184,7 +184,7 @@ class GpuQp final : public dm::QpQueue {
     path.port = a.path.port;
     path.roce = f_.caps_.port_type == prm::kPortTypeEth;
     path.rlid = a.path.dlid;
-    path.sl = a.path.sl;
+    path.sl = a.path.sl;  // RoCE: the Ethernet priority
     if (path.roce) {
       if (!a.path.global) throw Error("QP " + detail::hex(rings_.qpn) + ": RoCE needs the peer's GID (a global path)");
       std::copy(std::begin(a.path.dgid), std::end(a.path.dgid), path.rgid.begin());
