@@ -126,6 +126,8 @@ TEST(NicDevx, LoopbackPairInGpuMemoryWritesAndCompletes) {
   };
   connect(*qp_a, *qp_b, 0x100, 0x200);
   connect(*qp_b, *qp_a, 0x200, 0x100);
+  EXPECT_EQ(qp_a->query_state(), gv::QpState::kRts);  // QUERY_QP: what the HCA holds
+  EXPECT_EQ(qp_b->query_state(), gv::QpState::kRts);
 
   // Data in host memory: this test is about where the queues live.
   constexpr std::size_t kBytes = 4096;

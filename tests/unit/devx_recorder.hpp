@@ -26,6 +26,7 @@ class Recorder : public Seam {
   std::set<UarType> refuse_uar;
   std::uint32_t fail_opcode = 0, fail_status = 0x3, fail_syndrome = 0;
   std::set<void*> memory;
+  std::map<void*, std::uint32_t> qp_state;  ///< by DEVX object, as a device tracks it
   int uars = 0, umems = 0, objs = 0;
 
   Recorder() {
@@ -80,6 +81,17 @@ class Recorder : public Seam {
     EXPECT_NE(obj, nullptr);
     const std::uint16_t op = check(in, "obj_modify");
     if (op == fail_opcode) return fail(out);
+    // The state a device would move the QP to (qpc.state encoding).
+    qp_state[obj] = op == prm::kOpRst2InitQp   ? prm::kQpcInit
+                    : op == prm::kOpInit2RtrQp ? prm::kQpcRtr
+                    : op == prm::kOpRtr2RtsQp  ? prm::kQpcRts
+                                               : 0x6;  // 2ERR_QP: ERR
+    return 0;
+  }
+  int obj_query(void* obj, std::span<const std::uint8_t> in, std::span<std::uint8_t> out) override {
+    EXPECT_EQ(check(in, "obj_query"), prm::kOpQueryQp);
+    EXPECT_EQ(out.size(), prm::query_qp_out::kBytes);
+    prm::set(out, prm::at(prm::query_qp_out::qpc, prm::qpc::state), qp_state[obj]);
     return 0;
   }
   int obj_destroy(void* obj) override {
@@ -189,6 +201,7 @@ class Recorder : public Seam {
       case prm::kOpInit2RtrQp: layout = "init2rtr_qp_in", bytes = prm::modify_qp_in::kBytes; break;
       case prm::kOpRtr2RtsQp: layout = "rtr2rts_qp_in", bytes = prm::modify_qp_in::kBytes; break;
       case prm::kOp2ErrQp: layout = "qp_2err_in", bytes = prm::qp_2err_in::kBytes; break;
+      case prm::kOpQueryQp: layout = "query_qp_in", bytes = prm::query_qp_in::kBytes; break;
       default: ADD_FAILURE() << call << ": unknown opcode 0x" << std::hex << op; return op;
     }
     calls.push_back(std::string(call) + " " + layout);
@@ -199,7 +212,7 @@ class Recorder : public Seam {
         allowed[b / 8] |= static_cast<std::uint8_t>(0x80 >> (b % 8));
     };
     const std::string l = layout;
-    const bool qp_cmd = l != "create_cq_in" && l != "query_hca_cap_in" && l != "qp_2err_in";
+    const bool qp_cmd = l != "create_cq_in" && l != "query_hca_cap_in" && l != "qp_2err_in" && l != "query_qp_in";
     for (const prm::Entry& e : prm::kTable) {
       const std::string el = e.layout;
       // Context fields count only where the command carries that context.

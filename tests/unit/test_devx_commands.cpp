@@ -190,6 +190,22 @@ TEST(DevxCommands, ToError) {
   expect_bytes(devx::build_2err(0x77), golden<16>({{0, {0x05, 0x07}}, {8, {0x00, 0x00, 0x00, 0x77}}}));
 }
 
+TEST(DevxCommands, QueryQpAndItsState) {
+  expect_bytes(devx::build_query_qp(0x123456), golden<16>({{0, {0x05, 0x0b}}, {8, {0x00, 0x12, 0x34, 0x56}}}));
+  devx::QueryQpOut out{};
+  const auto state_at = [&](std::uint8_t nibble) {
+    out[24] = static_cast<std::uint8_t>(nibble << 4 | 0x0f);  // qpc.state: the top 4 bits of the qpc
+    return devx::read_qp_state(out);
+  };
+  EXPECT_EQ(state_at(0), gv::QpState::kReset);
+  EXPECT_EQ(state_at(1), gv::QpState::kInit);
+  EXPECT_EQ(state_at(2), gv::QpState::kRtr);
+  EXPECT_EQ(state_at(3), gv::QpState::kRts);
+  EXPECT_EQ(state_at(7), gv::QpState::kRts);    // SQ drained
+  EXPECT_EQ(state_at(4), gv::QpState::kError);  // SQ error
+  EXPECT_EQ(state_at(6), gv::QpState::kError);
+}
+
 TEST(DevxCommands, RefusesValuesThatWouldBeTruncated) {
   devx::CqParams p;
   p.eqn = 256;  // c_eqn is 8 bits wide

@@ -78,6 +78,7 @@ TEST(DevxSetup, WholeSequenceOnRoce) {
   EXPECT_EQ(qp_f(devx::prm::qpc::dbr_addr),
             static_cast<std::uint64_t>(reinterpret_cast<std::byte*>(q.dbrec) - static_cast<std::byte*>(q.rq_buf)));
 
+  EXPECT_EQ(qp->query_state(), gv::QpState::kReset);
   mark = r.calls.size();
   qp->to_init({1, 0, gv::kRemoteWrite | gv::kRemoteRead | gv::kRemoteAtomic});
   dm::RtrAttr rtr;
@@ -95,6 +96,8 @@ TEST(DevxSetup, WholeSequenceOnRoce) {
   qp->to_rts(rts);
   EXPECT_EQ(from(r.calls, mark), (std::vector<std::string>{"obj_modify rst2init_qp_in", "resolve_rmac",
                                                            "obj_modify init2rtr_qp_in", "obj_modify rtr2rts_qp_in"}));
+  EXPECT_EQ(qp->query_state(), gv::QpState::kRts);
+  EXPECT_EQ(r.calls.back(), "obj_query query_qp_in");
   const auto& m = r.last_in.at(devx::prm::kOpInit2RtrQp);
   const auto path = [&](devx::prm::Field fl) {
     return devx::prm::get(m, devx::prm::at(devx::prm::modify_qp_in::qpc, devx::prm::at(devx::prm::qpc::primary_address_path, fl)));
@@ -108,6 +111,8 @@ TEST(DevxSetup, WholeSequenceOnRoce) {
   const auto& s = r.last_in.at(devx::prm::kOpRtr2RtsQp);
   EXPECT_EQ(devx::prm::get(s, devx::prm::at(devx::prm::modify_qp_in::qpc, devx::prm::qpc::log_sra_max)), 3u);
 
+  qp->to_error();
+  EXPECT_EQ(qp->query_state(), gv::QpState::kError);
   mark = r.calls.size();
   qp.reset();
   rcq.reset();

@@ -106,12 +106,13 @@ class CqQueue {
   virtual const CqRings& rings() const = 0;
 };
 
-/// A QP's rings and its state machine. The provider tracks the state it asked for; error
-/// transitions the hardware makes on its own are reported through asynchronous events.
+/// A QP's rings and its state machine.
 class QpQueue {
  public:
   virtual ~QpQueue() = default;
   virtual const QpRings& rings() const = 0;
+  /// The state the HCA holds (it moves a QP to ERR on its own after an error completion).
+  virtual QpState query_state() const = 0;
   virtual void to_init(const InitAttr& a) = 0;
   virtual void to_rtr(const RtrAttr& a) = 0;
   virtual void to_rts(const RtsAttr& a) = 0;

@@ -149,6 +149,24 @@ Qp2ErrIn build_2err(std::uint32_t qpn) {
   return c;
 }
 
+QueryQpIn build_query_qp(std::uint32_t qpn) {
+  QueryQpIn c{};
+  header(c, prm::kOpQueryQp);
+  put(c, prm::query_qp_in::qpn, qpn, "qpn");
+  return c;
+}
+
+QpState read_qp_state(std::span<const std::uint8_t> out) {
+  switch (prm::get(out, prm::at(prm::query_qp_out::qpc, prm::qpc::state))) {
+    case prm::kQpcRst: return QpState::kReset;
+    case prm::kQpcInit: return QpState::kInit;
+    case prm::kQpcRtr: return QpState::kRtr;
+    case prm::kQpcRts:
+    case prm::kQpcSqd: return QpState::kRts;
+    default: return QpState::kError;
+  }
+}
+
 void read_general_caps(std::span<const std::uint8_t> out, HcaCaps& caps) {
   using namespace prm;
   const auto g = [&](Field f) { return static_cast<std::uint32_t>(get(out, at(query_hca_cap_out::capability, f))); };

@@ -8,6 +8,8 @@
 #include <span>
 #include <string>
 
+#include <gpuverbs/types.hpp>
+
 #include "prm.hpp"
 
 namespace gv::mlx5::devx {
@@ -18,6 +20,8 @@ using CreateCqIn = Cmd<prm::create_cq_in::kBytes>;
 using CreateQpIn = Cmd<prm::create_qp_in::kBytes>;
 using ModifyQpIn = Cmd<prm::modify_qp_in::kBytes>;
 using Qp2ErrIn = Cmd<prm::qp_2err_in::kBytes>;
+using QueryQpIn = Cmd<prm::query_qp_in::kBytes>;
+using QueryQpOut = Cmd<prm::query_qp_out::kBytes>;
 using QueryHcaCapIn = Cmd<prm::query_hca_cap_in::kBytes>;
 using QueryHcaCapOut = Cmd<prm::query_hca_cap_out::kBytes>;
 /// CREATE_CQ / CREATE_QP / modify outputs: status, syndrome, and the object number.
@@ -101,6 +105,9 @@ struct Rtr2RtsParams {
 ModifyQpIn build_rtr2rts(const Rtr2RtsParams& p);
 
 Qp2ErrIn build_2err(std::uint32_t qpn);
+QueryQpIn build_query_qp(std::uint32_t qpn);
+/// The QP state QUERY_QP reports (SQ drained counts as RTS, SQ error and the rest as ERR).
+QpState read_qp_state(std::span<const std::uint8_t> out);
 
 /// The capabilities the GPU-ring path depends on (QUERY_HCA_CAP, current values).
 struct HcaCaps {

@@ -76,6 +76,7 @@ struct Entry {
   X(rmac_31_0, 0x140, 32, kSame, nullptr)
 
 #define GV_PRM_QPC(X)                                  \
+  X(state, 0x00, 4, kSame, nullptr)                    \
   X(st, 0x08, 8, kSame, nullptr)                       \
   X(pm_state, 0x13, 2, kSame, nullptr)                 \
   X(pd, 0x28, 24, kSame, nullptr)                      \
@@ -142,6 +143,10 @@ struct Entry {
 #define GV_PRM_CREATE_QP_OUT(X) GV_PRM_CMD_OUT(X) X(qpn, 0x48, 24, kSame, nullptr)
 #define GV_PRM_MODIFY_QP_IN(X) GV_PRM_QP_CMD(X) X(qpn, 0x48, 24, kSame, nullptr)
 #define GV_PRM_QP_2ERR_IN(X) GV_PRM_CMD_HDR(X) X(qpn, 0x48, 24, kSame, nullptr)
+/// QUERY_QP's input has no uid; its output carries the qpc where the modify commands do.
+#define GV_PRM_QUERY_QP_IN(X) \
+  X(opcode, 0x00, 16, kSame, nullptr) X(op_mod, 0x30, 16, kSame, nullptr) X(qpn, 0x48, 24, kSame, nullptr)
+#define GV_PRM_QUERY_QP_OUT(X) GV_PRM_CMD_OUT(X) X(qpc, 0xc0, 0x740, kSame, nullptr)
 
 /// QUERY_HCA_CAP has no uid (those bits are reserved).
 #define GV_PRM_QUERY_HCA_CAP_IN(X) X(opcode, 0x00, 16, kSame, nullptr) X(op_mod, 0x30, 16, kSame, nullptr)
@@ -178,6 +183,8 @@ namespace create_qp_out { GV_PRM_CREATE_QP_OUT(GV_PRM_DEFINE) inline constexpr s
 namespace modify_qp_in { GV_PRM_MODIFY_QP_IN(GV_PRM_DEFINE) inline constexpr std::size_t kBytes = 0x880 / 8; }
 namespace modify_qp_out { GV_PRM_CMD_OUT(GV_PRM_DEFINE) inline constexpr std::size_t kBytes = 0x80 / 8; }
 namespace qp_2err_in { GV_PRM_QP_2ERR_IN(GV_PRM_DEFINE) inline constexpr std::size_t kBytes = 0x80 / 8; }
+namespace query_qp_in { GV_PRM_QUERY_QP_IN(GV_PRM_DEFINE) inline constexpr std::size_t kBytes = 0x80 / 8; }
+namespace query_qp_out { GV_PRM_QUERY_QP_OUT(GV_PRM_DEFINE) inline constexpr std::size_t kBytes = 0x880 / 8; }
 namespace query_hca_cap_in { GV_PRM_QUERY_HCA_CAP_IN(GV_PRM_DEFINE) inline constexpr std::size_t kBytes = 0x80 / 8; }
 namespace query_hca_cap_out { GV_PRM_QUERY_HCA_CAP_OUT(GV_PRM_DEFINE) inline constexpr std::size_t kBytes = (0x80 + 0x8000) / 8; }
 namespace cmd_hca_cap { GV_PRM_CMD_HCA_CAP(GV_PRM_DEFINE) }
@@ -224,6 +231,12 @@ inline constexpr Entry kTable[] = {
 #define kLayout "qp_2err_in"
     GV_PRM_QP_2ERR_IN(GV_PRM_ENTRY)
 #undef kLayout
+#define kLayout "query_qp_in"
+    GV_PRM_QUERY_QP_IN(GV_PRM_ENTRY)
+#undef kLayout
+#define kLayout "query_qp_out"
+    GV_PRM_QUERY_QP_OUT(GV_PRM_ENTRY)
+#undef kLayout
 #define kLayout "query_hca_cap_in"
     GV_PRM_QUERY_HCA_CAP_IN(GV_PRM_ENTRY)
 #undef kLayout
@@ -254,11 +267,14 @@ inline constexpr std::uint16_t kOpRst2InitQp = 0x502;
 inline constexpr std::uint16_t kOpInit2RtrQp = 0x503;
 inline constexpr std::uint16_t kOpRtr2RtsQp = 0x504;
 inline constexpr std::uint16_t kOp2ErrQp = 0x507;
+inline constexpr std::uint16_t kOpQueryQp = 0x50b;
 
 /// QUERY_HCA_CAP op_mod: capability type << 1 | current (1) or maximum (0).
 inline constexpr std::uint16_t kCapGeneral = 0x0, kCapAtomic = 0x3;
 constexpr std::uint16_t hca_cap_op_mod(std::uint16_t type) { return static_cast<std::uint16_t>(type << 1 | 1); }
 
+/// qpc.state as QUERY_QP reports it.
+inline constexpr std::uint32_t kQpcRst = 0x0, kQpcInit = 0x1, kQpcRtr = 0x2, kQpcRts = 0x3, kQpcSqd = 0x7;
 inline constexpr std::uint32_t kCqeSz64 = 0;        ///< cqc.cqe_sz: 64-byte CQEs
 inline constexpr std::uint32_t kQpStRc = 0x0;       ///< qpc.st
 inline constexpr std::uint32_t kPmMigrated = 0x3;   ///< qpc.pm_state

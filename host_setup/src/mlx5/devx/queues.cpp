@@ -160,6 +160,15 @@ class GpuQp final : public dm::QpQueue {
   }
   const dm::QpRings& rings() const override { return rings_; }
 
+  QpState query_state() const override {
+    const QueryQpIn in = build_query_qp(rings_.qpn);
+    QueryQpOut out{};
+    const int err = f_.seam_.obj_query(r_.obj, in, out);
+    if (err != 0 || read_status(out).status != 0)
+      throw Error("QP " + detail::hex(rings_.qpn) + ": " + describe_failure("QUERY_QP", out, err));
+    return read_qp_state(out);
+  }
+
   void to_init(const dm::InitAttr& a) override {
     Rst2InitParams p;
     p.qpn = rings_.qpn;

@@ -7,7 +7,7 @@
 //              nvidia_peermem) -> a UAR of its own that the GPU never rings -> CREATE_CQ
 //   create_qp: PD number -> queue memory (RQ, SQ, record) -> UMEM -> a UAR (NC dedicated, NC,
 //              then BF) -> CREATE_QP (RC, a real RQ)
-//   to_init / to_rtr / to_rts / to_error: RST2INIT_QP, INIT2RTR_QP (RoCE: the MAC through an
+//   query_state: QUERY_QP; to_init / to_rtr / to_rts / to_error: RST2INIT_QP, INIT2RTR_QP (RoCE: the MAC through an
 //              address handle), RTR2RTS_QP, 2ERR_QP; a failed command's status and syndrome are
 //              in the gv::Error it throws
 //

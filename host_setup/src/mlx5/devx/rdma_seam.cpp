@@ -31,6 +31,9 @@ class RdmaSeam final : public Seam {
   int obj_modify(void* obj, std::span<const std::uint8_t> in, std::span<std::uint8_t> out) override {
     return mlx5dv_devx_obj_modify(static_cast<mlx5dv_devx_obj*>(obj), in.data(), in.size(), out.data(), out.size());
   }
+  int obj_query(void* obj, std::span<const std::uint8_t> in, std::span<std::uint8_t> out) override {
+    return mlx5dv_devx_obj_query(static_cast<mlx5dv_devx_obj*>(obj), in.data(), in.size(), out.data(), out.size());
+  }
   int obj_destroy(void* obj) override { return mlx5dv_devx_obj_destroy(static_cast<mlx5dv_devx_obj*>(obj)); }
 
   int umem_reg_dmabuf(void* addr, std::size_t len, Umem* umem, std::string* why) override {

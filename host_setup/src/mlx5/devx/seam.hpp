@@ -43,10 +43,11 @@ class Seam {
  public:
   virtual ~Seam() = default;
 
-  // DEVX commands (mlx5dv_devx_general_cmd, _obj_create, _obj_modify, _obj_destroy).
+  // DEVX commands (mlx5dv_devx_general_cmd, _obj_create, _obj_modify, _obj_query, _obj_destroy).
   virtual int general_cmd(std::span<const std::uint8_t> in, std::span<std::uint8_t> out) = 0;
   virtual int obj_create(std::span<const std::uint8_t> in, std::span<std::uint8_t> out, void** obj) = 0;
   virtual int obj_modify(void* obj, std::span<const std::uint8_t> in, std::span<std::uint8_t> out) = 0;
+  virtual int obj_query(void* obj, std::span<const std::uint8_t> in, std::span<std::uint8_t> out) = 0;
   virtual int obj_destroy(void* obj) = 0;
 
   /// mlx5dv_devx_umem_reg_ex over a dma-buf of [addr, addr + len) (`why` says why there is none).
