@@ -12,8 +12,12 @@ namespace {
 
 /// Ring and record UMEMs: the NIC writes CQEs and records and reads WQEs.
 constexpr std::uint32_t kUmemAccess = IBV_ACCESS_LOCAL_WRITE;
-/// The page size the contexts name (cqc/qpc.log_page_size): 64 KiB, as the memory is laid out.
-constexpr std::uint64_t kUmemPage = std::uint64_t{64} << 10;
+/// Any page size from the host's up: the kernel picks the largest the dma-buf allows (what NVSHMEM
+/// asks for too); a bitmap of 64 KiB alone would fail where the exporter hands out other pages.
+std::uint64_t umem_page_sizes() {
+  const long ps = ::sysconf(_SC_PAGESIZE);
+  return ~std::uint64_t{0} & ~(static_cast<std::uint64_t>(ps > 0 ? ps : 4096) - 1);
+}
 
 class RdmaSeam final : public Seam {
  public:
@@ -43,7 +47,7 @@ class RdmaSeam final : public Seam {
     in.addr = nullptr;  // the offset into the dma-buf: it starts at addr
     in.size = len;
     in.access = kUmemAccess;
-    in.pgsz_bitmap = kUmemPage;
+    in.pgsz_bitmap = umem_page_sizes();
     in.comp_mask = MLX5DV_UMEM_MASK_DMABUF;
     in.dmabuf_fd = fd;
     errno = 0;
