@@ -35,7 +35,7 @@ for p in "${PKGS[@]}"; do
 done
 
 # Any version will do; take the newest the package lists offer when none is installed.
-if ! compgen -G '/usr/src/linux-headers-*-common/include/linux/mlx5/mlx5_ifc.h' >/dev/null; then
+if ! compgen -G '/usr/src/linux-headers-*/include/linux/mlx5/mlx5_ifc.h' >/dev/null; then
   hdr=$(apt-cache search --names-only '^linux-headers-[0-9.]+-[0-9]+-common$' 2>/dev/null | cut -d' ' -f1 | sort -V | tail -1 || true)
   if [[ -z "$hdr" && $(id -u) -eq 0 ]]; then
     apt-get update -q >/dev/null
