@@ -27,7 +27,7 @@ std::string kernel_name(const prm::Entry& e) { return e.kernel == prm::Kernel::k
 std::map<std::string, prm::Field> kernel_layout(std::string& why) {
   const std::string include = GV_KERNEL_IFC_INCLUDE;
   if (include.empty() || !std::filesystem::exists(include + "/linux/mlx5/mlx5_ifc.h")) {
-    why = "the kernel's linux/mlx5/mlx5_ifc.h was not found at configure time (Debian: apt-get install "
+    why = "the kernel's linux/mlx5/mlx5_ifc.h is not installed (Debian: apt-get install "
           "linux-headers-<version>-common; scripts/setup.sh does)";
     return {};
   }
