@@ -143,6 +143,27 @@ TEST(DevxSetup, InfiniBandPathUsesLidAndNoAddressHandle) {
   EXPECT_EQ(devx::prm::get(m, devx::prm::at(ads, devx::prm::ads::grh)), 0u);
 }
 
+TEST(DevxSetup, PathMustMatchTheLinkLayer) {
+  Recorder roce;  // Ethernet port: the peer is named by its GID
+  devx::GpuQueueFactory f(roce, {});
+  auto cq = f.create_cq(16);
+  auto qp = f.create_qp({}, *cq, *cq);
+  qp->to_init({1, 0, 0});
+  EXPECT_THROW(qp->to_rtr({}), gv::Error);  // no global path
+  EXPECT_EQ(roce.last_in.count(devx::prm::kOpInit2RtrQp), 0u);
+
+  Recorder ib;
+  ib.caps.port_type = devx::prm::kPortTypeIb;
+  devx::GpuQueueFactory g(ib, {});
+  auto cq2 = g.create_cq(16);
+  auto qp2 = g.create_qp({}, *cq2, *cq2);
+  qp2->to_init({1, 0, 0});
+  dm::RtrAttr grh;
+  grh.path.global = true;
+  EXPECT_THROW(qp2->to_rtr(grh), gv::Error);
+  EXPECT_EQ(ib.last_in.count(devx::prm::kOpInit2RtrQp), 0u);
+}
+
 TEST(DevxSetup, FallsBackToPeerMemThenNamesBoth) {
   Recorder r;
   r.fail_dmabuf = EOPNOTSUPP;
