@@ -13,6 +13,8 @@ set -euo pipefail
 # libibverbs + libmlx5, which the mlx5 provider links);
 # libnuma-dev: NUMA-local queue placement; libbenchmark-dev: microbenchmarks;
 # libopenmpi-dev, openmpi-bin: the World's MPI bootstrap and its mpirun tests.
+# linux-headers-<version>-common (added below, its name carries the kernel version): the kernel's
+# include/linux/mlx5/mlx5_ifc.h, which test_devx_prm reads to check our DEVX PRM field tables.
 PKGS=(build-essential cmake pkg-config libgtest-dev libibverbs-dev libnuma-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
 MIN_CMAKE=3.25
 
@@ -32,6 +34,20 @@ for p in "${PKGS[@]}"; do
     missing+=("$p")
   fi
 done
+
+# Any version will do; take the newest the package lists offer when none is installed.
+if ! compgen -G '/usr/src/linux-headers-*/include/linux/mlx5/mlx5_ifc.h' >/dev/null; then
+  hdr=$(apt-cache search --names-only '^linux-headers-[0-9.]+-[0-9]+-common$' 2>/dev/null | cut -d' ' -f1 | sort -V | tail -1 || true)
+  if [[ -z "$hdr" && $(id -u) -eq 0 ]]; then
+    apt-get update -q >/dev/null
+    hdr=$(apt-cache search --names-only '^linux-headers-[0-9.]+-[0-9]+-common$' | cut -d' ' -f1 | sort -V | tail -1 || true)
+  fi
+  if [[ -n "$hdr" ]]; then
+    missing+=("$hdr")
+  else
+    say "no linux-headers-*-common package found: test_devx_prm will skip its mlx5_ifc.h check"
+  fi
+fi
 
 if ((${#missing[@]})); then
   cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
