@@ -20,6 +20,7 @@
 
 #include "../provider.hpp"
 #include "connect.hpp"
+#include "devx/rdma_seam.hpp"
 #include "discovery.hpp"
 #include "doorbell_proxy.hpp"
 #include "gpu_reach.hpp"
@@ -39,6 +40,15 @@ bool proxy_forced() {
   if (v == nullptr || *v == '\0' || std::strcmp(v, "gpu") == 0) return false;
   if (std::strcmp(v, "proxy") == 0) return true;
   throw Error(std::string("GV_MLX5_DOORBELL='") + v + "' must be 'gpu' or 'proxy'");
+}
+
+/// DeviceOptions::ib_queues, or GV_MLX5_QUEUES=host|gpu where set: true for GPU memory.
+bool gpu_queues(DeviceOptions::Queues q) {
+  const char* v = std::getenv("GV_MLX5_QUEUES");
+  if (v == nullptr || *v == '\0') return q == DeviceOptions::Queues::kGpu;
+  if (std::strcmp(v, "gpu") == 0) return true;
+  if (std::strcmp(v, "host") == 0) return false;
+  throw Error(std::string("GV_MLX5_QUEUES='") + v + "' must be 'host' or 'gpu'");
 }
 
 class Mlx5Provider final : public Provider {
@@ -68,7 +78,20 @@ class Mlx5Provider final : public Provider {
       proxy_ = !opt.map_to_gpus || proxy_forced();
       if (!opt.map_to_gpus) proxy_why_ = "host-thread handles";
       else if (proxy_) proxy_why_ = "GV_MLX5_DOORBELL=proxy";
-      factory_ = make_host_queue_factory(ctx_);
+      if (gpu_queues(opt.ib_queues)) {
+        if (!opt.map_to_gpus)
+          throw Error("mlx5: queues in GPU memory (DeviceOptions::Queues::kGpu, GV_MLX5_QUEUES=gpu) need "
+                      "map_to_gpus: host threads cannot reach them; use the host placement");
+        if (proxy_)
+          throw Error("mlx5: queues in GPU memory need the GPU to ring the doorbell, but " + proxy_why_ +
+                      " asks for a host thread, which reads the send record in host memory; use the host "
+                      "placement (GV_MLX5_QUEUES=host)");
+        ::gv::mlx5::devx::GpuQueueOptions g;
+        g.gpu = opt.gpu;
+        factory_ = ::gv::mlx5::devx::make_gpu_queue_factory(ctx_, g);
+      } else {
+        factory_ = make_host_queue_factory(ctx_);
+      }
       abort_ = static_cast<std::uint32_t*>(flags_alloc(sizeof(std::uint32_t)));  // the last step that may throw
     } catch (...) {
       ibv_close_device(ctx_);

@@ -93,6 +93,11 @@ struct DeviceOptions {
   int ib_gid_index = -1;
   /// P_Key index of the QPs (0 is the default partition; partitioned fabrics need theirs).
   std::uint16_t ib_pkey_index = 0;
+  /// Where the mlx5 provider keeps rings and doorbell records: kHost (host memory rdma-core
+  /// allocates, mapped for the GPUs) or kGpu (memory of GPU `gpu`, the CQ and QP made with PRM
+  /// commands through DEVX; needs map_to_gpus and a doorbell the GPU rings). GV_MLX5_QUEUES=host|gpu
+  /// overrides. describe() says which.
+  enum class Queues : std::uint8_t { kHost, kGpu } ib_queues = Queues::kHost;
 };
 
 struct QpCaps {

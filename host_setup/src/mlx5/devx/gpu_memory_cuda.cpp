@@ -17,8 +17,9 @@ std::map<void*, void*> g_raw;
 
 }  // namespace
 
-void* gpu_queue_alloc(std::size_t bytes) {
+void* gpu_queue_alloc(std::size_t bytes, int gpu) {
   (void)detail::require_gpus("the mlx5 provider's GPU placement");
+  const detail::DeviceGuard on(gpu);
   void* raw = nullptr;
   detail::cuda_check(cudaMalloc(&raw, bytes + kAlign), "cudaMalloc for DEVX queue memory");
   auto* aligned = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(raw) + kAlign - 1) & ~(kAlign - 1));

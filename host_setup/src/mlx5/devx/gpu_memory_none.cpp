@@ -11,7 +11,7 @@ namespace {
 }
 }  // namespace
 
-void* gpu_queue_alloc(std::size_t) { no_cuda(); }
+void* gpu_queue_alloc(std::size_t, int) { no_cuda(); }
 void gpu_queue_free(void*) {}
 void gpu_queue_write(void*, const void*, std::size_t) { no_cuda(); }
 int gpu_dmabuf_fd(void*, std::size_t, std::string* why) {

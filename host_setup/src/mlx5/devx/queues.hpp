@@ -25,6 +25,7 @@
 namespace gv::mlx5::devx {
 
 struct GpuQueueOptions {
+  int gpu = 0;                      ///< the CUDA device whose memory holds the rings and records
   std::uint32_t eq_vector = 0;      ///< completion vector whose EQ the CQs report to
   bool cq_overrun_ignore = false;   ///< cqc.oi: the NIC does not check the CQ consumer index
 };

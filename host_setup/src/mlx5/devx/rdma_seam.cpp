@@ -21,7 +21,7 @@ std::uint64_t umem_page_sizes() {
 
 class RdmaSeam final : public Seam {
  public:
-  explicit RdmaSeam(ibv_context* ctx) : ctx_(ctx) {}
+  RdmaSeam(ibv_context* ctx, int gpu) : ctx_(ctx), gpu_(gpu) {}
 
   int general_cmd(std::span<const std::uint8_t> in, std::span<std::uint8_t> out) override {
     return mlx5dv_devx_general_cmd(ctx_, in.data(), in.size(), out.data(), out.size());
@@ -125,23 +125,24 @@ class RdmaSeam final : public Seam {
     return err;
   }
 
-  void* alloc_queue_memory(std::size_t bytes) override { return gpu_queue_alloc(bytes); }
+  void* alloc_queue_memory(std::size_t bytes) override { return gpu_queue_alloc(bytes, gpu_); }
   void free_queue_memory(void* p) override { gpu_queue_free(p); }
   void write_queue_memory(void* dst, const void* src, std::size_t bytes) override { gpu_queue_write(dst, src, bytes); }
 
  private:
   ibv_context* ctx_;
+  int gpu_;  ///< the CUDA device whose memory holds the queues
 };
 
 /// Owns the seam its GpuQueueFactory works through (the member is built first).
 struct SeamHolder {
-  explicit SeamHolder(ibv_context* ctx) : seam(ctx) {}
+  SeamHolder(ibv_context* ctx, int gpu) : seam(ctx, gpu) {}
   RdmaSeam seam;
 };
 
 class RdmaGpuQueueFactory final : private SeamHolder, public detail::mlx5::QueueFactory {
  public:
-  RdmaGpuQueueFactory(ibv_context* ctx, const GpuQueueOptions& opt) : SeamHolder(ctx), f_(seam, opt) {}
+  RdmaGpuQueueFactory(ibv_context* ctx, const GpuQueueOptions& opt) : SeamHolder(ctx, opt.gpu), f_(seam, opt) {}
   detail::mlx5::Placement placement() const override { return f_.placement(); }
   std::unique_ptr<detail::mlx5::CqQueue> create_cq(std::uint32_t entries) override { return f_.create_cq(entries); }
   std::unique_ptr<detail::mlx5::QpQueue> create_qp(const detail::mlx5::QpRequest& req, detail::mlx5::CqQueue& send,
