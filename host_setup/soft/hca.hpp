@@ -446,7 +446,7 @@ class Hca {
     // `&` on purpose: every compare is made, none waits for another's branch.
     const bool wqe_ok = ((c.opcode == m5::kOpRdmaWrite) | (c.opcode == m5::kOpRdmaWriteImm)) &
                         (c.wqe_index == (q.sq_head & m5::kWqeIndexMask)) &
-                        (c.qpn == q.qpn) & (c.ds >= 3) & (nbb <= q.sq_rung - q.sq_head) &
+                        (c.qpn == q.qpn) & (c.ds >= 3) & (nbb <= q.sq_rung - q.sq_head) & (nbb <= q.sq_bbs) &
                         ((bc & m5::kInlineSeg) != 0) & (len != 0) &
                         (sizeof(m5::InlineSeg) + len <= (c.ds - 2) * std::uint64_t{16});
     const bool peer_ok = (r.live != nullptr) & (pv.qpn == q.peer_qpn) & (pv.peer_qpn == q.qpn) &

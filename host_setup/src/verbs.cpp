@@ -38,7 +38,9 @@ struct CqImpl {
   /// A device handle was taken while no send (receive) queue completed here: that handle
   /// cannot free the ring space of a queue bound later, so binding one is refused.
   bool handle_without_send = false, handle_without_recv = false;
-  ~CqImpl() { provider->destroy_cq(desc.cqn); }
+  ~CqImpl() {
+    if (desc.cqn != 0) provider->destroy_cq(desc.cqn);  // 0: the provider refused to create it
+  }
 };
 
 struct QpImpl {
@@ -119,6 +121,11 @@ std::unique_ptr<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t l
                                                        std::uint32_t access) {
   if (addr == nullptr) throw Error("reg_mr: address is null");
   if (length == 0) throw Error("reg_mr: length is 0");
+  // ibv_reg_mr refuses a range that wraps (EINVAL); so does every provider here, before it
+  // compares the range with anything.
+  if (length > UINTPTR_MAX - reinterpret_cast<std::uintptr_t>(addr))
+    throw Error("reg_mr: [" + hex(reinterpret_cast<std::uintptr_t>(addr)) + ", +" + std::to_string(length) +
+                ") wraps around the end of the address space; register a range that lies in memory");
   if (access & ~std::uint32_t{kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic})
     throw Error("reg_mr: unknown access bits " + hex(access));
   if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite))

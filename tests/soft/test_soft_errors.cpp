@@ -345,7 +345,8 @@ TEST_F(SoftErrors, AnInlineWriteIntoAKeptRegionIsCheckedAsAnyOther) {
     EXPECT_GE(gv::sync::now_ns() - t0, 2 * 10'000u) << "two RNR back-offs of 10 us each";
   }
   {
-    SCOPED_TRACE("an inline segment of no bytes: no key, no address, nothing written");
+    // What a 2 GiB SGE encodes to (the inline flag alone); posters emit no empty inline segment.
+    SCOPED_TRACE("an inline segment of no bytes: malformed, nothing written");
     Build({});
     post_ok(*a, InlineWrite(8, b_buf->addr(), b_buf->mr->rkey()));
     ASSERT_TRUE(wait_cqe(*a).ok());
@@ -353,8 +354,7 @@ TEST_F(SoftErrors, AnInlineWriteIntoAKeptRegionIsCheckedAsAnyOther) {
     u.wqe[35] = std::byte{0};  // the inline segment's length (its low byte; 8 before)
     std::memset(b_buf->p, 0x5a, 8);
     publish(u);
-    const Completion c = wait_cqe(*a);
-    EXPECT_TRUE(c.ok()) << gv::describe(c);
+    ExpectRequesterCqe(m5::kSyndLocalQpOpErr, 1);
     for (int i = 0; i < 8; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
   }
 }
@@ -409,6 +409,43 @@ TEST_F(SoftErrors, MalformedWqeIsLocalQpOperationError) {
   const Completion c = wait_cqe(*a);
   EXPECT_EQ(c.syndrome, m5::kSyndLocalQpOpErr) << gv::describe(c);
   EXPECT_EQ(a->qp->state(), gv::QpState::kError);
+}
+
+// An SGE length as ConnectX reads a send WQE's data segment: a length up to max_msg_sz (1 GiB),
+// a local length error above it; the top bit is the inline flag, so 0x80000000 (a 2 GiB SGE)
+// is an inline segment that holds nothing and 0x80000040 one longer than its WQE: malformed.
+// None moves a byte.
+TEST_F(SoftErrors, SgeLengthsAroundTheMessageLimitFailAsConnectXFailsThem) {
+  struct Case {
+    std::uint32_t len;
+    std::uint8_t syndrome;
+  };
+  const Case cases[] = {{0x40000000u, m5::kSyndLocalProtErr},  // a legal length, past the 64 KiB MR
+                        {0x40000001u, m5::kSyndLocalLengthErr},
+                        {0x7fffffffu, m5::kSyndLocalLengthErr},
+                        {0x80000000u, m5::kSyndLocalQpOpErr},
+                        {0x80000040u, m5::kSyndLocalQpOpErr}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.len);
+    Build({});
+    std::memset(b_buf->p, 0x5a, b_buf->n);
+    const Sge s{a_buf->addr(), c.len, a_buf->mr->lkey()};
+    ExpectRequesterError(make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()),
+                         c.syndrome);
+    for (std::size_t i = 0; i < b_buf->n; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
+  }
+}
+
+// A pointer segment's byte_count of 0 means 2 GiB to ConnectX (posters skip empty SGEs): over
+// max_msg_sz, a local length error, never a WRITE of nothing.
+TEST_F(SoftErrors, ADataSegmentOfByteCountZeroIsTwoGibAndALengthError) {
+  const std::uint64_t start = WriteUnpublishedWqe();
+  std::byte* data = a->h.sq + gv::ib::sq_octoword_offset(start, 2, a->h.sq_bbs);
+  std::memset(data, 0, 4);  // byte_count of the data segment
+  gv::ib::sq_ring_doorbell(a->h, start + 1,
+                           gv::ib::doorbell_value(gv::ib::load_octoword(a->h.sq + gv::ib::sq_octoword_offset(start, 0, a->h.sq_bbs))));
+  gv::ib::wq_pass_turn<Ownership::kExclusive>(&a->h.state->sq, start + 1);
+  ExpectRequesterCqe(m5::kSyndLocalLengthErr, 0);
 }
 
 // A software-HCA poster publishes record and doorbell behind one fence, in no order
