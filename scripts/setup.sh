@@ -11,8 +11,10 @@ set -euo pipefail
 # build-essential: g++ and make; libgtest-dev: GoogleTest (CMake config included);
 # libibverbs-dev: rdma-core's <infiniband/mlx5dv.h>, which the unit tests compare against;
 # libnuma-dev: NUMA-local queue placement; libbenchmark-dev: microbenchmarks;
-# libopenmpi-dev, openmpi-bin: the World's MPI bootstrap and its mpirun tests.
-PKGS=(build-essential cmake pkg-config libgtest-dev libibverbs-dev libnuma-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
+# libopenmpi-dev, openmpi-bin: the World's MPI bootstrap and its mpirun tests;
+# clang, libclang-rt-14-dev: libFuzzer and clang's sanitizer runtimes (scripts/test.sh fuzz).
+PKGS=(build-essential cmake pkg-config libgtest-dev libibverbs-dev libnuma-dev libbenchmark-dev libopenmpi-dev openmpi-bin
+      clang libclang-rt-14-dev)
 MIN_CMAKE=3.25
 
 say() { printf '[setup] %s\n' "$*"; }

@@ -361,10 +361,12 @@ class Hca {
     for (; n < pv.max_recv_sge && n < kMaxSge; ++n) {
       const m5::DataSeg d = as_data_seg(ib::load_octoword(rwqe + 16 * n));
       if (d.lkey.get() == m5::kInvalidLkey) break;
-      const MemCheck c = resolve(pa, q.peer_pid, env.self_pid(), d.lkey.get(), d.addr.get(),
-                                 d.byte_count.get(), pv.pdn, gv::kLocalWrite, dst[n]);
+      // A byte_count of 0 means 2 GiB (kZeroByteCount), as in a send WQE: checked as that.
+      const std::uint32_t bc = d.byte_count.get();
+      cap[n] = bc == 0 ? kZeroByteCount : bc;
+      const MemCheck c = resolve(pa, q.peer_pid, env.self_pid(), d.lkey.get(), d.addr.get(), cap[n], pv.pdn,
+                                 gv::kLocalWrite, dst[n]);
       if (c != MemCheck::kOk) return m5::kSyndLocalProtErr;
-      cap[n] = d.byte_count.get();
       total += cap[n];
     }
     if (w.length > total) return m5::kSyndLocalLengthErr;

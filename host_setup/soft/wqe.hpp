@@ -142,7 +142,9 @@ GV_HD GV_INLINE std::uint8_t parse_wqe(const QpVisit& q, const std::byte* sq, st
   }
   w.first_payload_oct = head;
   const std::uint32_t rest = w.ds - head;
-  if (rest == 0) return 0;
+  // An atomic returns its 8 bytes through exactly one data segment (checked below); other
+  // opcodes may carry no payload.
+  if (rest == 0) return head == 3 ? m5::kSyndLocalLengthErr : 0;
   // The payload's first segment says what the payload is: its byte_count's top bit marks an
   // inline segment, else it and the rest are pointer segments. A segment whose count is just
   // the inline flag (what a 2 GiB SGE turns into) holds no data and is malformed, as is an

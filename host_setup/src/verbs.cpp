@@ -1,6 +1,7 @@
 // Public host-setup objects: argument validation, lifetimes, and forwarding to the provider.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 
 #include <gpuverbs/host/verbs.hpp>
@@ -262,6 +263,10 @@ void QueuePair::modify_to_init(std::uint32_t access) {
 
 void QueuePair::modify_to_rtr(const QpInfo& remote, std::uint8_t min_rnr_timer) {
   if (remote.qpn == 0) throw Error("modify_to_rtr: the remote QpInfo is empty (qpn 0)");
+  // A QpInfo arrives from a peer as bytes: its path must end inside its field.
+  if (std::memchr(remote.arena, '\0', sizeof(remote.arena)) == nullptr)
+    throw Error("modify_to_rtr: the remote QpInfo's arena name is not terminated within its " +
+                std::to_string(sizeof(remote.arena)) + " bytes (a corrupted or foreign QpInfo)");
   check_range("modify_to_rtr", "min_rnr_timer", min_rnr_timer, 0, 31);
   impl_->provider->modify_to_rtr(impl_->qpn, detail::QpConnect{remote, min_rnr_timer});
 }

@@ -398,6 +398,27 @@ TEST_F(SoftErrors, MisalignedAtomicIsRemoteInvalidRequest) {
   ExpectRequesterError(wr, m5::kSyndRemoteInvalReqErr);
 }
 
+// An atomic without its data segment (post_send refuses an empty SGE; a kernel writing WQEs
+// itself need not) has nowhere to return the original value: a local length error (found by
+// tests/fuzz/fuzz_wqe: the engine stored it through a null address).
+TEST_F(SoftErrors, AnAtomicWithoutItsDataSegmentIsALocalLengthError) {
+  for (const WrOpcode op : {WrOpcode::kAtomicCmpSwp, WrOpcode::kAtomicFetchAdd}) {
+    Build({});
+    const std::uint64_t before = *reinterpret_cast<const std::uint64_t*>(b_buf->p);
+    const Sge s = a_buf->sge(0, 0);
+    const SendWr wr = make_wr(op, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey());
+    ASSERT_EQ(gv::ib::wqe_ds(wr), 3u) << "control, remote address and atomic segments only";
+    std::uint64_t start = 0;
+    ASSERT_EQ(gv::ib::wq_reserve<Ownership::kExclusive>(&a->h.state->sq, a->h.sq_bbs, 1, start, {}, nullptr),
+              Status::kOk);
+    const gv::ib::Octoword ctrl = gv::ib::sq_write_wqe(a->h, start, wr);
+    gv::ib::sq_ring_doorbell(a->h, start + 1, gv::ib::doorbell_value(ctrl));
+    gv::ib::wq_pass_turn<Ownership::kExclusive>(&a->h.state->sq, start + 1);
+    ExpectRequesterCqe(m5::kSyndLocalLengthErr, 0);
+    EXPECT_EQ(*reinterpret_cast<const std::uint64_t*>(b_buf->p), before) << "the target changed";
+  }
+}
+
 TEST_F(SoftErrors, MalformedWqeIsLocalQpOperationError) {
   // Corrupt the opcode of a WQE after writing it, before the doorbell: the engine must refuse
   // it as ConnectX does.
@@ -505,6 +526,22 @@ TEST_F(SoftErrors, ReceiveIntoBadLkeyIsRemoteOperationError) {
   ExpectRequesterError(make_wr(WrOpcode::kSend, &s, 1, gv::ib::kWrSignaled), m5::kSyndRemoteOpErr);
   const Completion rc = wait_cqe(*b);
   EXPECT_EQ(rc.syndrome, m5::kSyndLocalProtErr) << gv::describe(rc);
+}
+
+// A receive segment's byte_count of 0 means 2 GiB, as a send segment's: past the 64 KiB region,
+// a protection error at the responder, never a scatter of nothing to a null address (found by
+// tests/fuzz/fuzz_wqe).
+TEST_F(SoftErrors, AReceiveSegmentOfByteCountZeroIsTwoGibAndAProtectionError) {
+  const Sge r = b_buf->sge(0, 64);
+  post_recv_ok(*b, &r, 1);
+  std::memset(b->h.rq, 0, 4);  // the receive WQE's byte_count, before any SEND takes it
+  std::memset(b_buf->p, 0x5a, 64);
+  const Sge s = a_buf->sge(0, 8);
+  SendWr wr = make_wr(WrOpcode::kSend, &s, 1, gv::ib::kWrSignaled | gv::ib::kWrInline);
+  ExpectRequesterError(wr, m5::kSyndRemoteOpErr);
+  const Completion rc = wait_cqe(*b);
+  EXPECT_EQ(rc.syndrome, m5::kSyndLocalProtErr) << gv::describe(rc);
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
 }
 
 TEST_F(SoftErrors, EmptyReceiveQueueRetriesThenFails) {
