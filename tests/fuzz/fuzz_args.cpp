@@ -13,7 +13,7 @@
 #include <gpuverbs/host/verbs.hpp>
 
 #include "args.hpp"
-#include "src/world/bootstrap.hpp"
+#include "world/bootstrap.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "src/world/bootstrap_wire.hpp"
+#include "world/bootstrap_wire.hpp"
 
 namespace w = gv::detail::wire;
 

@@ -25,7 +25,7 @@
 #include <gpuverbs/host/verbs.hpp>
 #include <gpuverbs/ib.hpp>
 
-#include "soft/contexts.hpp"
+#include "soft/semantics/contexts.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <deque>
 #include <thread>
 
-#include "../../host_setup/soft/contexts.hpp"
+#include "soft/semantics/contexts.hpp"
 #include "soft_fixture.hpp"
 
 namespace gvt {

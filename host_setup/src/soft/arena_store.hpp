@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "../../soft/hca.hpp"
+#include "semantics/hca.hpp"
 #include "../provider.hpp"
 #include "heap.hpp"
 

@@ -17,7 +17,7 @@ namespace {
 
 using soft::Arena;
 
-/// The CPU engine's environment for soft::Hca (see the Env contract in soft/hca.hpp): host
+/// The CPU engine's environment for soft::Hca (the EngineEnv concept, semantics/env.hpp): host
 /// memory moved with memcpy and host atomics, registered GPU memory through its GpuMover
 /// (CUDA builds), peers mapped on first use.
 class CpuEnv {
@@ -122,6 +122,7 @@ class CpuEnv {
   };
   std::unordered_map<std::string, MappedPeer> peers_;  ///< peer arenas mapped on first use
 };
+static_assert(soft::EngineEnv<CpuEnv>);
 
 }  // namespace
 
