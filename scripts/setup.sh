@@ -12,10 +12,12 @@ set -euo pipefail
 # libibverbs-dev: rdma-core (<infiniband/mlx5dv.h>, which the unit tests compare against, and
 # libibverbs + libmlx5, which the mlx5 provider links);
 # libnuma-dev: NUMA-local queue placement; libbenchmark-dev: microbenchmarks;
-# libopenmpi-dev, openmpi-bin: the World's MPI bootstrap and its mpirun tests.
+# libopenmpi-dev, openmpi-bin: the World's MPI bootstrap and its mpirun tests;
+# clang, libclang-rt-14-dev: libFuzzer and clang's sanitizer runtimes (scripts/test.sh fuzz).
 # linux-headers-<version>-common (added below, its name carries the kernel version): the kernel's
 # include/linux/mlx5/mlx5_ifc.h, which test_devx_prm reads to check our DEVX PRM field tables.
-PKGS=(build-essential cmake pkg-config libgtest-dev libibverbs-dev libnuma-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
+PKGS=(build-essential cmake pkg-config libgtest-dev libibverbs-dev libnuma-dev libbenchmark-dev libopenmpi-dev openmpi-bin
+      clang libclang-rt-14-dev)
 MIN_CMAKE=3.25
 
 say() { printf '[setup] %s\n' "$*"; }

@@ -13,9 +13,11 @@
 #   tsan      host tests (label unit) built with TSan in build-tsan/
 #   consumer  install build/ into a temporary prefix, build tests/consumer against it
 #             (find_package(gpuverbs)) from a copy outside the source tree, run it
+#   fuzz      build the libFuzzer harnesses (tests/fuzz) with clang, ASan and UBSan in build-fuzz/
+#             and run each for GV_FUZZ_SECONDS (default 10) from its committed corpus
 #
 # Environment: GV_JOBS (default nproc), GV_STAGES (default "setup build ctest asan tsan
-# consumer": the stages to run when none are named), GV_BUILD_TYPE (default Release),
+# consumer fuzz": the stages to run when none are named), GV_BUILD_TYPE (default Release),
 # GV_CTEST_TIMEOUT (seconds per test, default 300), GV_CTEST_ARGS (extra ctest arguments for
 # every ctest stage, e.g. GV_CTEST_ARGS="-E SoftStress").
 # Exit status: 0 when every stage passed, 1 when one failed, 2 for an unknown argument or stage.
@@ -24,7 +26,7 @@ GV_SCRIPT=test
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$GV_ROOT"
 
-ALL_STAGES="setup build ctest asan tsan consumer"
+ALL_STAGES="setup build ctest asan tsan consumer fuzz"
 usage() { sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 named=()
 for a in "$@"; do
@@ -180,6 +182,31 @@ stage_asan() {
 stage_tsan() {
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
   sanitizer_stage build-tsan thread
+}
+
+# The harnesses and what they read are listed in tests/fuzz/CMakeLists.txt. New inputs a run
+# finds go to a scratch corpus (the committed seeds stay small); a failing input is kept in
+# the log directory and named in the stage's output.
+stage_fuzz() {
+  export ASAN_OPTIONS=print_stacktrace=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  command -v clang++ >/dev/null ||
+    { echo "the fuzz stage needs clang++ and libFuzzer (Debian: clang libclang-rt-14-dev; scripts/setup.sh)"; return 1; }
+  probe_sanitizer address,undefined
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUVERBS_BUILD_FUZZERS=ON \
+    -DGPUVERBS_ENABLE_CUDA=OFF -DGPUVERBS_BUILD_TESTS=OFF -DGPUVERBS_BUILD_BENCH=OFF -DGPUVERBS_WITH_MPI=OFF \
+    >"$LOGDIR/configure-fuzz.log" 2>&1 || { cat "$LOGDIR/configure-fuzz.log"; echo "cmake configure of build-fuzz/ failed"; return 1; }
+  cmake --build build-fuzz -j "$GV_JOBS" --target gpuverbs_fuzzers
+  local secs=${GV_FUZZ_SECONDS:-10} f scratch
+  for f in $(sed -n 's/^set(GPUVERBS_FUZZERS \(.*\))$/\1/p' tests/fuzz/CMakeLists.txt); do
+    scratch=$(mktemp -d "$LOGDIR/corpus-$f.XXXX")
+    if ! "${SAN_WRAP[@]}" "build-fuzz/tests/fuzz/$f" -max_total_time="$secs" -timeout=60 -print_final_stats=1 \
+      -artifact_prefix="$LOGDIR/$f-" "$scratch" "tests/fuzz/corpus/$f" >"$LOGDIR/fuzz-$f.log" 2>&1; then
+      tail -40 "$LOGDIR/fuzz-$f.log"
+      echo "$f failed; the input is in $LOGDIR ($f-crash-* or $f-timeout-*); reproduce: build-fuzz/tests/fuzz/$f <input>"
+      return 1
+    fi
+    note "$f $(sed -n 's/^stat::number_of_executed_units: *//p' "$LOGDIR/fuzz-$f.log") runs;"
+  done
 }
 
 stage_consumer() {

@@ -1,6 +1,7 @@
 // Public host-setup objects: argument validation, lifetimes, and forwarding to the provider.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 
 #include <gpuverbs/host/verbs.hpp>
@@ -38,7 +39,9 @@ struct CqImpl {
   /// A device handle was taken while no send (receive) queue completed here: that handle
   /// cannot free the ring space of a queue bound later, so binding one is refused.
   bool handle_without_send = false, handle_without_recv = false;
-  ~CqImpl() { provider->destroy_cq(desc.cqn); }
+  ~CqImpl() {
+    if (desc.cqn != 0) provider->destroy_cq(desc.cqn);  // 0: the provider refused to create it
+  }
 };
 
 struct QpImpl {
@@ -125,6 +128,11 @@ std::unique_ptr<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t l
                                                        std::uint32_t access) {
   if (addr == nullptr) throw Error("reg_mr: address is null");
   if (length == 0) throw Error("reg_mr: length is 0");
+  // ibv_reg_mr refuses a range that wraps (EINVAL); so does every provider here, before it
+  // compares the range with anything.
+  if (length > UINTPTR_MAX - reinterpret_cast<std::uintptr_t>(addr))
+    throw Error("reg_mr: [" + hex(reinterpret_cast<std::uintptr_t>(addr)) + ", +" + std::to_string(length) +
+                ") wraps around the end of the address space; register a range that lies in memory");
   if (access & ~std::uint32_t{kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic})
     throw Error("reg_mr: unknown access bits " + hex(access));
   if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite))
@@ -261,6 +269,10 @@ void QueuePair::modify_to_init(std::uint32_t access) {
 
 void QueuePair::modify_to_rtr(const QpInfo& remote, std::uint8_t min_rnr_timer) {
   if (remote.qpn == 0) throw Error("modify_to_rtr: the remote QpInfo is empty (qpn 0)");
+  // A QpInfo arrives from a peer as bytes: its path must end inside its field.
+  if (std::memchr(remote.arena, '\0', sizeof(remote.arena)) == nullptr)
+    throw Error("modify_to_rtr: the remote QpInfo's arena name is not terminated within its " +
+                std::to_string(sizeof(remote.arena)) + " bytes (a corrupted or foreign QpInfo)");
   check_range("modify_to_rtr", "min_rnr_timer", min_rnr_timer, 0, 31);
   impl_->provider->modify_to_rtr(impl_->qpn, detail::QpConnect{remote, min_rnr_timer});
 }

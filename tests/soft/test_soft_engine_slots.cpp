@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "../../host_setup/soft/contexts.hpp"
+#include "soft/semantics/contexts.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <deque>
 #include <thread>
 
-#include "../../host_setup/soft/contexts.hpp"
+#include "soft/semantics/contexts.hpp"
 #include "soft_fixture.hpp"
 
 namespace gvt {
@@ -345,7 +345,8 @@ TEST_F(SoftErrors, AnInlineWriteIntoAKeptRegionIsCheckedAsAnyOther) {
     EXPECT_GE(gv::sync::now_ns() - t0, 2 * 10'000u) << "two RNR back-offs of 10 us each";
   }
   {
-    SCOPED_TRACE("an inline segment of no bytes: no key, no address, nothing written");
+    // What a 2 GiB SGE encodes to (the inline flag alone); posters emit no empty inline segment.
+    SCOPED_TRACE("an inline segment of no bytes: malformed, nothing written");
     Build({});
     post_ok(*a, InlineWrite(8, b_buf->addr(), b_buf->mr->rkey()));
     ASSERT_TRUE(wait_cqe(*a).ok());
@@ -353,8 +354,7 @@ TEST_F(SoftErrors, AnInlineWriteIntoAKeptRegionIsCheckedAsAnyOther) {
     u.wqe[35] = std::byte{0};  // the inline segment's length (its low byte; 8 before)
     std::memset(b_buf->p, 0x5a, 8);
     publish(u);
-    const Completion c = wait_cqe(*a);
-    EXPECT_TRUE(c.ok()) << gv::describe(c);
+    ExpectRequesterCqe(m5::kSyndLocalQpOpErr, 1);
     for (int i = 0; i < 8; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
   }
 }
@@ -398,6 +398,27 @@ TEST_F(SoftErrors, MisalignedAtomicIsRemoteInvalidRequest) {
   ExpectRequesterError(wr, m5::kSyndRemoteInvalReqErr);
 }
 
+// An atomic without its data segment (post_send refuses an empty SGE; a kernel writing WQEs
+// itself need not) has nowhere to return the original value: a local length error (found by
+// tests/fuzz/fuzz_wqe: the engine stored it through a null address).
+TEST_F(SoftErrors, AnAtomicWithoutItsDataSegmentIsALocalLengthError) {
+  for (const WrOpcode op : {WrOpcode::kAtomicCmpSwp, WrOpcode::kAtomicFetchAdd}) {
+    Build({});
+    const std::uint64_t before = *reinterpret_cast<const std::uint64_t*>(b_buf->p);
+    const Sge s = a_buf->sge(0, 0);
+    const SendWr wr = make_wr(op, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey());
+    ASSERT_EQ(gv::ib::wqe_ds(wr), 3u) << "control, remote address and atomic segments only";
+    std::uint64_t start = 0;
+    ASSERT_EQ(gv::ib::wq_reserve<Ownership::kExclusive>(&a->h.state->sq, a->h.sq_bbs, 1, start, {}, nullptr),
+              Status::kOk);
+    const gv::ib::Octoword ctrl = gv::ib::sq_write_wqe(a->h, start, wr);
+    gv::ib::sq_ring_doorbell(a->h, start + 1, gv::ib::doorbell_value(ctrl));
+    gv::ib::wq_pass_turn<Ownership::kExclusive>(&a->h.state->sq, start + 1);
+    ExpectRequesterCqe(m5::kSyndLocalLengthErr, 0);
+    EXPECT_EQ(*reinterpret_cast<const std::uint64_t*>(b_buf->p), before) << "the target changed";
+  }
+}
+
 TEST_F(SoftErrors, MalformedWqeIsLocalQpOperationError) {
   // Corrupt the opcode of a WQE after writing it, before the doorbell: the engine must refuse
   // it as ConnectX does.
@@ -409,6 +430,43 @@ TEST_F(SoftErrors, MalformedWqeIsLocalQpOperationError) {
   const Completion c = wait_cqe(*a);
   EXPECT_EQ(c.syndrome, m5::kSyndLocalQpOpErr) << gv::describe(c);
   EXPECT_EQ(a->qp->state(), gv::QpState::kError);
+}
+
+// An SGE length as ConnectX reads a send WQE's data segment: a length up to max_msg_sz (1 GiB),
+// a local length error above it; the top bit is the inline flag, so 0x80000000 (a 2 GiB SGE)
+// is an inline segment that holds nothing and 0x80000040 one longer than its WQE: malformed.
+// None moves a byte.
+TEST_F(SoftErrors, SgeLengthsAroundTheMessageLimitFailAsConnectXFailsThem) {
+  struct Case {
+    std::uint32_t len;
+    std::uint8_t syndrome;
+  };
+  const Case cases[] = {{0x40000000u, m5::kSyndLocalProtErr},  // a legal length, past the 64 KiB MR
+                        {0x40000001u, m5::kSyndLocalLengthErr},
+                        {0x7fffffffu, m5::kSyndLocalLengthErr},
+                        {0x80000000u, m5::kSyndLocalQpOpErr},
+                        {0x80000040u, m5::kSyndLocalQpOpErr}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.len);
+    Build({});
+    std::memset(b_buf->p, 0x5a, b_buf->n);
+    const Sge s{a_buf->addr(), c.len, a_buf->mr->lkey()};
+    ExpectRequesterError(make_wr(WrOpcode::kRdmaWrite, &s, 1, gv::ib::kWrSignaled, b_buf->addr(), b_buf->mr->rkey()),
+                         c.syndrome);
+    for (std::size_t i = 0; i < b_buf->n; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
+  }
+}
+
+// A pointer segment's byte_count of 0 means 2 GiB to ConnectX (posters skip empty SGEs): over
+// max_msg_sz, a local length error, never a WRITE of nothing.
+TEST_F(SoftErrors, ADataSegmentOfByteCountZeroIsTwoGibAndALengthError) {
+  const std::uint64_t start = WriteUnpublishedWqe();
+  std::byte* data = a->h.sq + gv::ib::sq_octoword_offset(start, 2, a->h.sq_bbs);
+  std::memset(data, 0, 4);  // byte_count of the data segment
+  gv::ib::sq_ring_doorbell(a->h, start + 1,
+                           gv::ib::doorbell_value(gv::ib::load_octoword(a->h.sq + gv::ib::sq_octoword_offset(start, 0, a->h.sq_bbs))));
+  gv::ib::wq_pass_turn<Ownership::kExclusive>(&a->h.state->sq, start + 1);
+  ExpectRequesterCqe(m5::kSyndLocalLengthErr, 0);
 }
 
 // A software-HCA poster publishes record and doorbell behind one fence, in no order
@@ -468,6 +526,22 @@ TEST_F(SoftErrors, ReceiveIntoBadLkeyIsRemoteOperationError) {
   ExpectRequesterError(make_wr(WrOpcode::kSend, &s, 1, gv::ib::kWrSignaled), m5::kSyndRemoteOpErr);
   const Completion rc = wait_cqe(*b);
   EXPECT_EQ(rc.syndrome, m5::kSyndLocalProtErr) << gv::describe(rc);
+}
+
+// A receive segment's byte_count of 0 means 2 GiB, as a send segment's: past the 64 KiB region,
+// a protection error at the responder, never a scatter of nothing to a null address (found by
+// tests/fuzz/fuzz_wqe).
+TEST_F(SoftErrors, AReceiveSegmentOfByteCountZeroIsTwoGibAndAProtectionError) {
+  const Sge r = b_buf->sge(0, 64);
+  post_recv_ok(*b, &r, 1);
+  std::memset(b->h.rq, 0, 4);  // the receive WQE's byte_count, before any SEND takes it
+  std::memset(b_buf->p, 0x5a, 64);
+  const Sge s = a_buf->sge(0, 8);
+  SendWr wr = make_wr(WrOpcode::kSend, &s, 1, gv::ib::kWrSignaled | gv::ib::kWrInline);
+  ExpectRequesterError(wr, m5::kSyndRemoteOpErr);
+  const Completion rc = wait_cqe(*b);
+  EXPECT_EQ(rc.syndrome, m5::kSyndLocalProtErr) << gv::describe(rc);
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(b_buf->p[i], 0x5a) << "byte " << i << " was written";
 }
 
 TEST_F(SoftErrors, EmptyReceiveQueueRetriesThenFails) {

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "../../soft/hca.hpp"
+#include "semantics/hca.hpp"
 #include "../provider.hpp"
 #include "heap.hpp"
 
@@ -121,9 +121,10 @@ class ArenaStore {
   virtual void free_counters(void* p) { heap_.release(offset_of(p)); }
 
   /// Memory outside the arena an MR may cover: throws if this placement's engine cannot reach
-  /// `addr`; returns the GPU holding it when the engine moves its bytes with CUDA copies (the
-  /// CPU engine and cudaMalloc memory), else -1.
-  virtual int reachable(const void* addr) const = 0;
+  /// [addr, addr + len) with the rights `access` grants (host memory: every page mapped, and
+  /// writable for write access; host_pages.hpp); returns the GPU holding it when the engine
+  /// moves its bytes with CUDA copies (the CPU engine and cudaMalloc memory), else -1.
+  virtual int reachable(const void* addr, std::size_t len, std::uint32_t access) const = 0;
 
   /// An MR of slot `slot` over [addr, addr + len) of GPU `gpu`, which reachable() named: known
   /// to the engine before its key is published. forget_gpu_mr(slot) at deregistration (for

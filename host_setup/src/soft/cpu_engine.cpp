@@ -17,7 +17,7 @@ namespace {
 
 using soft::Arena;
 
-/// The CPU engine's environment for soft::Hca (see the Env contract in soft/hca.hpp): host
+/// The CPU engine's environment for soft::Hca (the EngineEnv concept, semantics/env.hpp): host
 /// memory moved with memcpy and host atomics, registered GPU memory through its GpuMover
 /// (CUDA builds), peers mapped on first use.
 class CpuEnv {
@@ -42,15 +42,21 @@ class CpuEnv {
     if (gpu_) gpu_->set_current_qp(qpn);
   }
 
+  /// The arena a QP's peer names, if it is a soft device's arena owned by the process the peer
+  /// named (QpInfo::pid decides whether the peer's MRs of private memory are addresses here);
+  /// else none, and the requester sees retry-exceeded.
   Arena peer(const soft::QpVisit& v) {
     const char* path = v.ctx->peer_arena;
     if (std::strncmp(path, path_.c_str(), soft::kMaxPathLen) == 0) return own_;
     const std::string key(path, strnlen(path, soft::kMaxPathLen));
     auto it = peers_.find(key);
-    if (it != peers_.end()) return it->second.arena;
-    const Mapping m = map_arena_path(key.c_str());
-    if (m.base == nullptr) return Arena{};  // peer gone: the requester sees retry-exceeded
-    return (peers_[key] = MappedPeer{Arena{m.base}, m.size}).arena;
+    if (it == peers_.end()) {
+      const Mapping m = map_arena_path(key.c_str());
+      if (m.base == nullptr) return Arena{};  // peer gone, or not an arena
+      it = peers_.emplace(key, MappedPeer{Arena{m.base}, m.size}).first;
+    }
+    if (it->second.arena.hdr()->pid != v.ctx->peer_pid) return Arena{};
+    return it->second.arena;
   }
 
   /// Data mover. With `publish`, the last byte is stored last with release semantics: a
@@ -116,15 +122,18 @@ class CpuEnv {
   };
   std::unordered_map<std::string, MappedPeer> peers_;  ///< peer arenas mapped on first use
 };
+static_assert(soft::EngineEnv<CpuEnv>);
 
 }  // namespace
 
 Mapping map_arena_path(const char* path) {
-  const int fd = ::open(path, O_RDWR | O_CLOEXEC);
+  // Whatever a peer names: never block opening it (a FIFO), map only a regular file (a memfd)
+  // large enough to hold an arena's header and tables.
+  const int fd = ::open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return {};
   struct stat st {};
   Mapping m;
-  if (fstat(fd, &st) == 0 && st.st_size > 0) {
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) >= soft::ArenaLayout::kHeap) {
     void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE,
                    MAP_SHARED, fd, 0);
     if (p != MAP_FAILED) m = {static_cast<std::byte*>(p), static_cast<std::size_t>(st.st_size)};

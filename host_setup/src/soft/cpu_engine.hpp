@@ -1,5 +1,5 @@
 // The CPU engine: a host thread that executes the WQEs of a host arena with the semantics of
-// soft/hca.hpp.
+// semantics/hca.hpp.
 #pragma once
 #include <atomic>
 #include <string>

@@ -198,7 +198,7 @@ class GpuArena final : public ArenaStore {
 
   /// Memory of its GPU, of a GPU it can reach as a peer, and host memory pinned and mapped for
   /// the GPUs; never moved with copies (-1).
-  int reachable(const void* addr) const override {
+  int reachable(const void* addr, std::size_t, std::uint32_t) const override {
     cudaPointerAttributes at{};
     const cudaError_t e = cudaPointerGetAttributes(&at, addr);
     (void)cudaGetLastError();

@@ -116,7 +116,7 @@ __device__ __noinline__ void move_part(const MoveJob& j, unsigned lane) {
   });
 }
 
-/// The GPU engine's environment for soft::Hca (see the Env contract in soft/hca.hpp).
+/// The GPU engine's environment for soft::Hca (the EngineEnv concept, semantics/env.hpp).
 class GpuEnv {
  public:
   /// A lane's engine (`job` null: it moves alone, and parks the QP of a WQE it may not move),
@@ -301,6 +301,7 @@ class GpuEnv {
   Unsettled unsettled_ = kNone;
   bool parked_ = false;
 };
+static_assert(soft::EngineEnv<GpuEnv>);
 
 /// Epochs are published every kEpochSweeps sweeps (and once at start); the table's high mark
 /// and the count of QPs created are read every kFlagSweeps sweeps, the beacon's stop flag

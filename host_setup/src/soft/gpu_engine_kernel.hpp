@@ -1,12 +1,12 @@
 // The software HCA's GPU engine kernel: a persistent kernel that executes the WQEs of one arena in
-// GPU memory with the semantics of soft/hca.hpp. Internal to host_setup; the soft provider
+// GPU memory with the semantics of semantics/hca.hpp. Internal to host_setup; the soft provider
 // starts it on its own non-blocking stream and stops it through the EngineBeacon.
 #pragma once
 #include <cstdint>
 
 #include <cuda_runtime.h>
 
-#include "../../soft/hca.hpp"
+#include "semantics/hca.hpp"
 
 namespace gv::detail {
 

@@ -10,12 +10,16 @@ class Heap {
  public:
   void init(std::uint64_t begin, std::uint64_t end) { free_[begin] = end - begin; }
 
+  /// An offset aligned to `align` (a power of two, at most 4096) of at least `bytes` (rounded
+  /// up to 64), or 0 when no free range holds it. Sizes near 2^64 fit nowhere: every bound is
+  /// checked by subtraction, so no rounding or sum can wrap into a small block.
   std::uint64_t alloc(std::uint64_t bytes, std::uint64_t align) {
+    if (bytes > kMaxBytes) return 0;
     bytes = (bytes + 63) & ~std::uint64_t{63};
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       const std::uint64_t start = (it->first + align - 1) & ~(align - 1);
       const std::uint64_t end = it->first + it->second;
-      if (start + bytes > end) continue;
+      if (start > end || bytes > end - start) continue;
       const std::uint64_t lead = start - it->first;
       free_.erase(it);
       if (lead) free_[start - lead] = lead;
@@ -32,12 +36,20 @@ class Heap {
     return it == used_.end() ? 0 : it->second;
   }
 
-  /// True if [off, off+len) lies inside one live allocation.
+  /// True if [off, off+len) lies inside one live allocation (checked by subtraction: no length
+  /// wraps around to pass).
   bool inside_live(std::uint64_t off, std::uint64_t len) const {
     auto it = used_.upper_bound(off);
     if (it == used_.begin()) return false;
     --it;
-    return off >= it->first && off + len <= it->first + it->second;
+    return off >= it->first && off - it->first <= it->second && len <= it->second - (off - it->first);
+  }
+
+  /// The largest free range, in bytes (what one alloc() can still get, before alignment).
+  std::uint64_t largest_free() const {
+    std::uint64_t m = 0;
+    for (const auto& [start, size] : free_) m = size > m ? size : m;
+    return m;
   }
 
   void release(std::uint64_t off) {
@@ -62,6 +74,8 @@ class Heap {
   }
 
  private:
+  /// No arena is larger; anything above would wrap when rounded up to 64.
+  static constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 62;
   std::map<std::uint64_t, std::uint64_t> free_, used_;
 };
 

@@ -10,6 +10,7 @@
 #include "arena_store.hpp"
 #include "cpu_engine.hpp"
 #include "cuda_reach.hpp"
+#include "host_pages.hpp"
 
 namespace gv::detail {
 
@@ -25,10 +26,17 @@ void ArenaStore::init(std::byte* engine_base, std::byte* table_base, std::size_t
 
 std::uint64_t ArenaStore::heap_alloc_or_throw(const char* who, std::uint64_t bytes, std::uint64_t align) {
   const std::uint64_t off = heap_.alloc(bytes, align);
-  if (off == 0)
-    throw Error(std::string(who) + ": the soft device's arena is full; open the device with "
-                "larger DeviceOptions::arena_bytes");
-  return off;
+  if (off != 0) return off;
+  // What to set: the arena grown by the request (rounded up to MiB) holds it, whatever is
+  // allocated now (a request near 2^64 has no such size).
+  constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+  std::string hint = "ask for less";
+  if (bytes < (std::uint64_t{1} << 48))
+    hint = "open the device with DeviceOptions::arena_bytes of at least " +
+           std::to_string((size_ + bytes + align + kMiB - 1) / kMiB) + " MiB, or ask for less";
+  throw Error(std::string(who) + ": " + std::to_string(bytes) + " bytes do not fit in the soft device's arena (" +
+              std::to_string(size_ / kMiB) + " MiB, largest free range " + std::to_string(heap_.largest_free()) +
+              " bytes); " + hint);
 }
 
 std::uint64_t ArenaStore::heap_alloc_zeroed(const char* who, std::uint64_t bytes, std::uint64_t align) {
@@ -119,7 +127,11 @@ class HostArena final : public ArenaStore {
   }
 
   /// Host memory (loads and stores) and memory of any GPU of this process (CUDA copies).
-  int reachable(const void* addr) const override { return gpu_holding(addr); }
+  int reachable(const void* addr, std::size_t len, std::uint32_t access) const override {
+    const int gpu = gpu_holding(addr);
+    if (gpu < 0) require_host_pages("reg_mr", addr, len, (access & (kLocalWrite | kRemoteWrite | kRemoteAtomic)) != 0);
+    return gpu;
+  }
 
   /// Peers are mapped by path, by the engine.
   std::uint64_t peer_base(std::uint32_t qpn, const QpInfo& r) override {

@@ -28,6 +28,33 @@ using soft::kMaxCqs;
 using soft::kMaxMrs;
 using soft::kMaxQps;
 
+/// What a create call took from the heap so far: given back if the call fails part-way (the
+/// next allocation throws), kept once the object is complete.
+class Taken {
+ public:
+  explicit Taken(ArenaStore& store) : store_(store) {}
+  Taken(const Taken&) = delete;
+  Taken& operator=(const Taken&) = delete;
+  ~Taken() {
+    for (const std::uint64_t off : offs_) store_.heap_release(off);
+    if (counters_ != nullptr) store_.free_counters(counters_);
+  }
+  std::uint64_t add(std::uint64_t off) {
+    offs_.push_back(off);
+    return off;
+  }
+  void* counters(void* p) { return counters_ = p; }
+  void keep() {
+    offs_.clear();
+    counters_ = nullptr;
+  }
+
+ private:
+  ArenaStore& store_;
+  std::vector<std::uint64_t> offs_;
+  void* counters_ = nullptr;
+};
+
 class SoftProvider final : public Provider {
  public:
   explicit SoftProvider(const DeviceOptions& opt) : name_("soft") {
@@ -74,12 +101,7 @@ class SoftProvider final : public Provider {
   void* alloc(std::size_t bytes) override {
     if (bytes == 0) throw Error("Device::alloc: 0 bytes requested");
     std::lock_guard lk(mu_);
-    const std::uint64_t off = store_->heap_alloc(bytes, bytes >= 4096 ? 4096 : 64);
-    if (off == 0)
-      throw Error("Device::alloc: " + std::to_string(bytes) +
-                  " bytes do not fit in the soft device's arena; open the device with larger "
-                  "DeviceOptions::arena_bytes");
-    return arena().base + off;
+    return arena().base + store_->heap_alloc_or_throw("Device::alloc", bytes, bytes >= 4096 ? 4096 : 64);
   }
 
   void free(void* p) override {
@@ -115,7 +137,7 @@ class SoftProvider final : public Provider {
       throw Error("reg_mr: [" + hex(a) + ", +" + std::to_string(len) +
                   ") lies in the device's memory but not inside one live Device::alloc "
                   "allocation (freed, or past its end)");
-    const int gpu = in_arena ? -1 : store_->reachable(addr);
+    const int gpu = in_arena ? -1 : store_->reachable(addr, len, access);
     std::uint32_t slot = 0;
     while (slot < kMaxMrs && tab().mrs()[slot].key != 0) ++slot;
     if (slot == kMaxMrs)
@@ -155,12 +177,17 @@ class SoftProvider final : public Provider {
     std::uint32_t slot = 0;
     while (slot < kMaxCqs && tab().cqs()[slot].cqn != 0) ++slot;
     if (slot == kMaxCqs) throw Error("create_cq: all " + std::to_string(kMaxCqs) + " CQ slots are in use");
-    const std::uint64_t ring = store_->heap_alloc_or_throw("create_cq", std::uint64_t{entries} * m5::kCqeSize, 4096);
-    const std::uint64_t dbrec = store_->heap_alloc_or_throw("create_cq", 64, 64);
+    Taken taken(*store_);
+    const std::string ring_of = "create_cq: the ring of " + std::to_string(entries) + " CQEs of 64 bytes";
+    const std::uint64_t ring =
+        taken.add(store_->heap_alloc_or_throw(ring_of.c_str(), std::uint64_t{entries} * m5::kCqeSize, 4096));
+    const std::uint64_t dbrec = taken.add(store_->heap_alloc_or_throw("create_cq: the doorbell record", 64, 64));
     const std::vector<m5::Cqe> cqes(entries, ib::make_invalid_cqe());
     store_->write_at(ring, cqes.data(), cqes.size() * sizeof(m5::Cqe));
     store_->zero_at(dbrec, 64);
-    cq_state_[slot] = store_->alloc_counters("create_cq", sizeof(ib::CqState));
+    void* const counters = taken.counters(store_->alloc_counters("create_cq", sizeof(ib::CqState)));
+    taken.keep();
+    cq_state_[slot] = counters;
     CqCtx& c = tab().cqs()[slot];
     c.cqn = 0;
     c.log_cqes = ib::log2_pow2(entries);
@@ -204,13 +231,22 @@ class SoftProvider final : public Provider {
     std::uint32_t slot = 0;
     while (slot < kMaxQps && tab().qps()[slot].qpn != 0) ++slot;
     if (slot == kMaxQps) throw Error("create_qp: all " + std::to_string(kMaxQps) + " QP slots are in use");
+    Taken taken(*store_);
+    const std::uint64_t sq =
+        taken.add(store_->heap_alloc_zeroed("create_qp: the send queue", std::uint64_t{l.sq_bbs} * m5::kSendWqeBB, 4096));
+    const std::uint64_t rq = taken.add(
+        store_->heap_alloc_zeroed("create_qp: the receive queue", std::uint64_t{l.rq_wqes} << l.rq_stride_shift, 4096));
+    const std::uint64_t dbrec = taken.add(store_->heap_alloc_zeroed("create_qp: the doorbell record", 64, 64));
+    const std::uint64_t doorbell = taken.add(store_->heap_alloc_zeroed("create_qp: the doorbell", 64, 64));
+    void* const counters = taken.counters(store_->alloc_counters("create_qp", sizeof(ib::QpState)));
+    taken.keep();
     QpCtx& q = tab().qps()[slot];
     std::memset(&q, 0, sizeof(q));
-    q.sq_off = store_->heap_alloc_zeroed("create_qp", std::uint64_t{l.sq_bbs} * m5::kSendWqeBB, 4096);
-    q.rq_off = store_->heap_alloc_zeroed("create_qp", std::uint64_t{l.rq_wqes} << l.rq_stride_shift, 4096);
-    q.dbrec_off = store_->heap_alloc_zeroed("create_qp", 64, 64);
-    q.doorbell_off = store_->heap_alloc_zeroed("create_qp", 64, 64);
-    qp_state_[slot] = store_->alloc_counters("create_qp", sizeof(ib::QpState));
+    q.sq_off = sq;
+    q.rq_off = rq;
+    q.dbrec_off = dbrec;
+    q.doorbell_off = doorbell;
+    qp_state_[slot] = counters;
     q.state = static_cast<std::uint32_t>(QpState::kReset);
     q.pdn = l.pdn;
     q.send_cq = l.send_cqn - 1;

@@ -163,9 +163,12 @@ class Device {
   /// device, port, link layer, GID index and who rings the doorbells (the GPU, or a host thread).
   std::string describe() const;
   std::unique_ptr<ProtectionDomain> alloc_pd();
+  /// depth 1..4194304, rounded up to a power of two; its ring takes 64 bytes an entry of the
+  /// soft device's arena (a CQ that does not fit is refused, naming DeviceOptions::arena_bytes).
   std::unique_ptr<CompletionQueue> create_cq(std::uint32_t depth);
 
-  /// Memory other processes' QPs can reach once registered (64-byte aligned).
+  /// Memory other processes' QPs can reach once registered (64-byte aligned). Throws when
+  /// `bytes` does not fit in the arena (the message gives its size and what to set).
   void* alloc(std::size_t bytes);
   /// Free memory from alloc(); throws if a memory region still covers it.
   void free(void* p);
@@ -195,7 +198,10 @@ class ProtectionDomain {
  public:
   ~ProtectionDomain();
   /// Register [addr, addr + length) with the given access. Remote write or atomic access
-  /// requires kLocalWrite too (as in ibv_reg_mr). What the engine reaches: see
+  /// requires kLocalWrite too (as in ibv_reg_mr). Refused where ibv_reg_mr fails: a range that
+  /// wraps around the address space; host memory with a page not mapped in this process, or
+  /// not writable under write access (EFAULT there; probed once, at registration); in the
+  /// device's own memory, a range not inside one live Device::alloc block. What the engine reaches: see
   /// DeviceOptions::engine. Atomics (FETCH_ADD, CMP_SWP) are atomic with respect to every other
   /// verbs atomic of this process (IBV_ATOMIC_HCA); on GPU memory under the CPU engine they are
   /// read-modify-writes through CUDA copies, not atomic with respect to GPU threads' own

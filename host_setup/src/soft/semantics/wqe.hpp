@@ -15,6 +15,12 @@ namespace gv::soft {
 namespace m5 = gv::ib::mlx5;
 
 inline constexpr std::uint32_t kMaxSge = 60;  ///< data segments one WQE can hold (ds <= 63)
+/// The longest message: ConnectX reports max_msg_sz 0x40000000 (1 GiB); longer WQEs complete
+/// with LOCAL_LENGTH_ERR. (rma splits its transfers at the same size, rma::detail::kMaxWqeBytes.)
+inline constexpr std::uint64_t kMaxMessage = std::uint64_t{1} << 30;
+/// A pointer data segment's byte_count of 0 means 2^31 bytes to the HCA (its top bit is the
+/// inline flag, so 2 GiB has no other encoding); posters skip empty SGEs for that reason.
+inline constexpr std::uint64_t kZeroByteCount = std::uint64_t{1} << 31;
 
 struct ParsedWqe {
   std::uint8_t opcode = 0;
@@ -109,7 +115,9 @@ GV_HD GV_INLINE std::uint8_t parse_wqe(const QpVisit& q, const std::byte* sq, st
   w.fm_ce_se = c.fm_ce_se;
   w.imm = c.imm;
   w.nbb = ib::wqe_bbs(w.ds == 0 ? 1 : w.ds);
-  if (c.wqe_index != (start & m5::kWqeIndexMask) || c.qpn != q.qpn || w.ds == 0 || w.nbb > avail)
+  // A WQE larger than its ring (a record may claim more than was written) would overlap itself.
+  if (c.wqe_index != (start & m5::kWqeIndexMask) || c.qpn != q.qpn || w.ds == 0 || w.nbb > avail ||
+      w.nbb > q.sq_bbs)
     return m5::kSyndLocalQpOpErr;
   std::uint32_t head;
   switch (w.opcode) {
@@ -134,22 +142,32 @@ GV_HD GV_INLINE std::uint8_t parse_wqe(const QpVisit& q, const std::byte* sq, st
   }
   w.first_payload_oct = head;
   const std::uint32_t rest = w.ds - head;
-  if (rest == 0) return 0;
+  // An atomic returns its 8 bytes through exactly one data segment (checked below); other
+  // opcodes may carry no payload.
+  if (rest == 0) return head == 3 ? m5::kSyndLocalLengthErr : 0;
+  // The payload's first segment says what the payload is: its byte_count's top bit marks an
+  // inline segment, else it and the rest are pointer segments. A segment whose count is just
+  // the inline flag (what a 2 GiB SGE turns into) holds no data and is malformed, as is an
+  // inline segment after a pointer one; a pointer count of 0 means 2 GiB (kZeroByteCount), so
+  // it, and any other message over kMaxMessage, is a local length error.
   const std::uint32_t bc = byteswap(first_bb(w, head).w[0]);
   if (bc & m5::kInlineSeg) {
     if (w.opcode == m5::kOpRdmaRead || head == 3) return m5::kSyndLocalQpOpErr;
     w.inl = true;
     w.inline_len = bc & ~m5::kInlineSeg;
-    if (sizeof(m5::InlineSeg) + w.inline_len > rest * 16u) return m5::kSyndLocalQpOpErr;
+    if (w.inline_len == 0 || sizeof(m5::InlineSeg) + w.inline_len > rest * 16u) return m5::kSyndLocalQpOpErr;
     w.length = w.inline_len;
     return 0;
   }
   w.num_sge = rest;
   if (w.num_sge > kMaxSge) return m5::kSyndLocalQpOpErr;
-  for (std::uint32_t i = 0; i < w.num_sge; ++i)
-    w.length += as_data_seg(wqe_oct(w, sq, q.sq_bbs, start, head + i)).byte_count.get();
+  for (std::uint32_t i = 0; i < w.num_sge; ++i) {
+    const std::uint32_t n = as_data_seg(wqe_oct(w, sq, q.sq_bbs, start, head + i)).byte_count.get();
+    if (n & m5::kInlineSeg) return m5::kSyndLocalQpOpErr;
+    w.length += n == 0 ? kZeroByteCount : n;
+  }
   if (head == 3 && (w.num_sge != 1 || w.length != 8)) return m5::kSyndLocalLengthErr;
-  if (w.length > 0x80000000ull) return m5::kSyndLocalLengthErr;
+  if (w.length > kMaxMessage) return m5::kSyndLocalLengthErr;
   return 0;
 }
 

@@ -7,41 +7,8 @@
 // RC ordering: an engine executes one QP's WQEs one at a time, in order, each to completion
 // before the next starts, so the fence bit (FM) is satisfied by construction.
 //
-// The engine supplies an Env:
-//   Arena&   env.own()                    this engine's arena
-//   Arena    env.peer(const QpVisit&)     the peer QP's arena (base null if unreachable); by
-//              value, so that the GPU engine keeps its Env in registers
-//   void     env.copy(void* d, const void* s, uint64_t n, bool publish)
-//              move n bytes; with `publish` the last byte is stored last, with release, so
-//              a receiver polling the last byte sees the whole message (PCIe write order)
-//   uint64_t env.fetch_add(uint64_t* t, uint64_t v)
-//   uint64_t env.compare_swap(uint64_t* t, uint64_t expected, uint64_t desired)
-//              the responder's 8-byte atomics on a resolved target; both return the value
-//              found. Atomic with respect to every other verbs atomic of this process's engines
-//              (IBV_ATOMIC_HCA), not necessarily with respect to other stores to the target
-//   uint8_t  env.take_fault()            0, or the syndrome of a data movement that failed
-//              since the last call (a CPU engine's CUDA copy); finish() fails the WQE with it
-//   bool     env.may_move(uint64_t n)    whether this visit executes a (well-formed) WQE whose
-//              payload is n bytes; false ends the visit before it, the WQE untouched at sq_head
-//              (the GPU engine's lanes leave large payloads to their converged warp). The engine
-//              must then visit the QP again with an Env that says true
-//   uint64_t env.now_ns()
-//   int32_t  env.self_pid()              process whose private (non-arena) memory we reach
-//   Scope    env.scope(const Arena&)     scope whose observers must see this engine's stores to
-//              that arena: its own GPU for a GPU engine's own arena, the system otherwise
-//   void     env.put(void* d, uint64_t v, uint32_t n, bool publish)
-//              store the n <= 8 low bytes of v (little-endian), as copy() would
-//   void     env.settle()                 order every byte copy() and put() stored before what the
-//              engine stores next; called before a CQE and at the end of a burst. With
-//              `publish`, put() and copy() may leave a message that fits in one store
-//              unsettled: its receiver need not wait for a fence
-//   bool     env.poll_again(bool idle_kept, uint32_t polls)
-//              after the `polls`th round of an idle check's loads: whether to load again at once
-//              rather than end the visit (`idle_kept`: the QP is idle and its visit kept on chip)
-//   void     env.order_messages()         before a WQE moves data: order the earlier messages'
-//              bytes before this WQE's (RC order). May be lazier than settle(): a message's
-//              released last byte needs no fence before data whose own publication is a release
-//              (the GPU engine fences only before a single relaxed store or an atomic)
+// The engine supplies an Env: the 14 operations of the EngineEnv concept (env.hpp), which
+// both engines static_assert and Hca requires.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -56,6 +23,7 @@
 #include "arena.hpp"
 #include "completions.hpp"
 #include "contexts.hpp"
+#include "env.hpp"
 #include "qp_visit.hpp"
 #include "translate.hpp"
 #include "wqe.hpp"
@@ -90,7 +58,7 @@ GV_HD GV_INLINE PeerQp load_peer_qp(const QpCtx* q) {
   return v;
 }
 
-template <class Env>
+template <EngineEnv Env>
 class Hca {
  public:
   /// Maximum WQEs one visit executes on one QP, so one busy QP cannot starve the others.
@@ -361,10 +329,12 @@ class Hca {
     for (; n < pv.max_recv_sge && n < kMaxSge; ++n) {
       const m5::DataSeg d = as_data_seg(ib::load_octoword(rwqe + 16 * n));
       if (d.lkey.get() == m5::kInvalidLkey) break;
-      const MemCheck c = resolve(pa, q.peer_pid, env.self_pid(), d.lkey.get(), d.addr.get(),
-                                 d.byte_count.get(), pv.pdn, gv::kLocalWrite, dst[n]);
+      // A byte_count of 0 means 2 GiB (kZeroByteCount), as in a send WQE: checked as that.
+      const std::uint32_t bc = d.byte_count.get();
+      cap[n] = bc == 0 ? kZeroByteCount : bc;
+      const MemCheck c = resolve(pa, q.peer_pid, env.self_pid(), d.lkey.get(), d.addr.get(), cap[n], pv.pdn,
+                                 gv::kLocalWrite, dst[n]);
       if (c != MemCheck::kOk) return m5::kSyndLocalProtErr;
-      cap[n] = d.byte_count.get();
       total += cap[n];
     }
     if (w.length > total) return m5::kSyndLocalLengthErr;
@@ -446,7 +416,7 @@ class Hca {
     // `&` on purpose: every compare is made, none waits for another's branch.
     const bool wqe_ok = ((c.opcode == m5::kOpRdmaWrite) | (c.opcode == m5::kOpRdmaWriteImm)) &
                         (c.wqe_index == (q.sq_head & m5::kWqeIndexMask)) &
-                        (c.qpn == q.qpn) & (c.ds >= 3) & (nbb <= q.sq_rung - q.sq_head) &
+                        (c.qpn == q.qpn) & (c.ds >= 3) & (nbb <= q.sq_rung - q.sq_head) & (nbb <= q.sq_bbs) &
                         ((bc & m5::kInlineSeg) != 0) & (len != 0) &
                         (sizeof(m5::InlineSeg) + len <= (c.ds - 2) * std::uint64_t{16});
     const bool peer_ok = (r.live != nullptr) & (pv.qpn == q.peer_qpn) & (pv.peer_qpn == q.qpn) &
