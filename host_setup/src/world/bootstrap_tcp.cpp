@@ -24,6 +24,7 @@
 
 #include <gpuverbs/host/verbs.hpp>
 
+#include "../parse.hpp"
 #include "bootstrap.hpp"
 
 namespace gv::detail {
@@ -113,9 +114,9 @@ sockaddr_in parse_root(const std::string& root) {
   if (colon == std::string::npos || colon == 0 || colon + 1 == root.size())
     throw Error("World (tcp): GV_ROOT='" + root + "' is not host:port");
   const std::string host = root.substr(0, colon), port = root.substr(colon + 1);
-  char* end = nullptr;
-  const long p = std::strtol(port.c_str(), &end, 10);
-  if (*end != '\0' || p <= 0 || p > 65535) throw Error("World (tcp): GV_ROOT='" + root + "': bad port '" + port + "'");
+  std::uint64_t p = 0;
+  std::string why;
+  if (!parse_uint(port, 1, 65535, p, why)) throw Error("World (tcp): GV_ROOT='" + root + "': the port '" + port + "' " + why);
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;

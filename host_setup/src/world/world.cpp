@@ -25,6 +25,7 @@
 
 #include <gpuverbs/ib/ring.hpp>
 
+#include "../parse.hpp"
 #include "bootstrap.hpp"
 #include "memory.hpp"
 
@@ -54,29 +55,21 @@ std::uint64_t host_identity() {
   return h;
 }
 
-std::size_t parse_bytes(const char* name, const char* v) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long x = std::strtoull(v, &end, 10);
-  unsigned long long mult = 1;
-  if (*end == 'K' || *end == 'k') mult = 1ull << 10;
-  else if (*end == 'M' || *end == 'm') mult = 1ull << 20;
-  else if (*end == 'G' || *end == 'g') mult = 1ull << 30;
-  else if (*end != '\0') mult = 0;
-  if (mult != 1 && *end != '\0' && end[1] != '\0' && !(end[1] == 'B' && end[2] == '\0')) mult = 0;
-  if (errno != 0 || end == v || mult == 0 || x == 0 || x > (1ull << 44) / mult)
-    throw Error(std::string("World: ") + name + "='" + v + "' is not a size (bytes, or with K/M/G)");
-  return static_cast<std::size_t>(x * mult);
+std::size_t env_bytes(const char* name, const char* v) {
+  std::uint64_t x = 0;
+  std::string why;
+  if (!parse_bytes(v, std::uint64_t{1} << 44, x, why)) throw Error(std::string("World: ") + name + "='" + v + "' " + why);
+  return static_cast<std::size_t>(x);
 }
 
 WorldOptions from_env(WorldOptions o) {
-  if (const char* v = std::getenv("GV_HEAP_BYTES"); v && *v) o.heap_bytes = parse_bytes("GV_HEAP_BYTES", v);
+  if (const char* v = std::getenv("GV_HEAP_BYTES"); v && *v) o.heap_bytes = env_bytes("GV_HEAP_BYTES", v);
   else if (const char* n = std::getenv("NVSHMEM_SYMMETRIC_SIZE"); n && *n)
-    o.heap_bytes = parse_bytes("NVSHMEM_SYMMETRIC_SIZE", n);
+    o.heap_bytes = env_bytes("NVSHMEM_SYMMETRIC_SIZE", n);
   if (const char* w = std::getenv("GV_WAIT_TIMEOUT"); w && *w) {
-    char* end = nullptr;
-    const double sec = std::strtod(w, &end);
-    if (*end != '\0' || !(sec > 0) || sec > 1e6) throw Error(std::string("World: GV_WAIT_TIMEOUT='") + w + "' is not a number of seconds");
+    double sec = 0;
+    std::string why;
+    if (!parse_seconds(w, 1e6, sec, why)) throw Error(std::string("World: GV_WAIT_TIMEOUT='") + w + "' " + why);
     o.budget = Budget{static_cast<std::uint64_t>(sec * 1e9)};
   }
   if (const int l = env_int("GV_IB_LANES"); l >= 0) {
@@ -597,8 +590,24 @@ void World::Impl::write_tables(const std::vector<detail::HeapInfo>& heaps) {
     if (transports[static_cast<std::size_t>(q)] != Transport::kIb) ep.near[q] = peer_base[static_cast<std::size_t>(q)];
 }
 
+// The host flag ends every wait; the heap word (rma::Reserved::aborted) makes every later
+// operation return kAborted at its start.
 void World::Impl::raise_abort() {
-  if (abort_flag != nullptr) __atomic_store_n(abort_flag, 1u, __ATOMIC_RELEASE);
+  if (abort_flag == nullptr || heap == nullptr) return;  // setup had not got that far
+  __atomic_store_n(abort_flag, 1u, __ATOMIC_RELEASE);
+  auto* word = &reinterpret_cast<rma::Reserved*>(heap)->aborted;
+#if GPUVERBS_HAVE_CUDA
+  if (gpu_mode()) {
+    // From the pinned host flag, on this World's non-blocking stream (it runs beside a resident
+    // engine kernel); not waited for: the flag stays raised.
+    detail::DeviceGuard g(gpu);
+    if (cudaMemcpyAsync(word, abort_flag, sizeof(*word), cudaMemcpyHostToDevice, stream) != cudaSuccess)
+      (void)cudaGetLastError();  // the host flag still ends every wait
+  } else
+#endif
+  {
+    __atomic_store_n(word, 1u, __ATOMIC_RELEASE);
+  }
   if (dev) dev->abort();
 }
 
@@ -790,6 +799,13 @@ void World::barrier() {
 }
 
 void World::allgather(const void* mine, void* all, std::size_t bytes) {
+  if (bytes != 0 && (mine == nullptr || all == nullptr))
+    throw Error(std::string("World::allgather: ") + (mine == nullptr ? "mine" : "all") + " is null with bytes = " +
+                std::to_string(bytes) + ": pass " + std::to_string(bytes) + " readable bytes and " +
+                std::to_string(impl_->size) + " x " + std::to_string(bytes) + " writable ones");
+  if (bytes > (std::size_t{1} << 40) / static_cast<std::size_t>(impl_->size))
+    throw Error("World::allgather: " + std::to_string(bytes) + " bytes per rank times " + std::to_string(impl_->size) +
+                " ranks is beyond 1 TiB");
   check();
   impl_->boot->allgather(mine, all, bytes);
 }
@@ -861,7 +877,7 @@ std::string World::describe() const {
   return out;
 }
 
-void World::abort() { impl_->raise_abort(); }
+void World::abort() { impl_->on_failure("rank " + std::to_string(impl_->rank) + ": World::abort() was called"); }
 
 void World::quiesce() {
   std::lock_guard lk(engines().mu);
