@@ -155,6 +155,52 @@ TEST_P(RmaFaults, HostCallsThrowOnNullBuffers) {
     for (int q = 0; q < n(); ++q) EXPECT_EQ(got[static_cast<std::size_t>(r * n() + q)], 100u + static_cast<std::uint64_t>(q));
 }
 
+// The environment's numbers and choices: each refusal names the variable, its value and why.
+TEST(RmaEnvironment, BadValuesAreRefusedWithTheReason) {
+  WorldOptions o;
+  o.memory = WorldOptions::Memory::kHost;
+  o.transport = Transport::kIb;
+  o.heap_bytes = 1 << 20;
+  struct Case {
+    const char* var;
+    const char* value;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"GV_WAIT_TIMEOUT", "0", "above 0 (0 would end every wait at once)"},
+      {"GV_WAIT_TIMEOUT", "-1", "out of range"},
+      {"GV_WAIT_TIMEOUT", "ten", "not a number of seconds"},
+      {"GV_WAIT_TIMEOUT", "1e7", "at most 1000000"},
+      {"GV_BOOTSTRAP_TIMEOUT", "0", "above 0"},
+      {"GV_HEAP_BYTES", "99999999999999999999", "not a size"},
+      {"GV_HEAP_BYTES", "4X", "not a size"},
+      {"GV_IB_LANES", "99999999999999999999", "out of range"},
+      {"GV_IB_ENGINE", "fast", "use cpu, gpu or auto"},
+      {"GV_IB_ENGINE", "gpu", "needs GPU heaps"},
+  };
+  for (const Case& c : cases) {
+    ASSERT_EQ(setenv(c.var, c.value, 1), 0);
+    try {
+      (void)World::create_local(2, o);
+      ADD_FAILURE() << c.var << "=" << c.value << " was taken";
+    } catch (const gv::Error& e) {
+      const std::string m = e.what();
+      if (std::string(c.value) != "gpu") {
+        EXPECT_NE(m.find(std::string(c.var) + "='" + c.value + "'"), std::string::npos) << m;
+      }
+      EXPECT_NE(m.find(c.says), std::string::npos) << c.var << "=" << c.value << ": " << m;
+    }
+    ASSERT_EQ(unsetenv(c.var), 0);
+  }
+  ASSERT_EQ(setenv("GV_WAIT_TIMEOUT", "0.25", 1), 0);
+  ASSERT_EQ(setenv("GV_HEAP_BYTES", "2M", 1), 0);
+  ASSERT_EQ(setenv("GV_IB_ENGINE", "cpu", 1), 0);
+  auto w = World::create_local(2, o);
+  EXPECT_EQ(w[0]->endpoint().budget.ns, 250'000'000u);
+  EXPECT_EQ(w[0]->heap_bytes(), std::size_t{2} << 20);
+  for (const char* v : {"GV_WAIT_TIMEOUT", "GV_HEAP_BYTES", "GV_IB_ENGINE"}) ASSERT_EQ(unsetenv(v), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, RmaFaults,
                          ::testing::Values(RmaParam{Transport::kP2p, 2}, RmaParam{Transport::kIb, 2}), rma_param_name);
 

@@ -77,6 +77,13 @@ WorldOptions from_env(WorldOptions o) {
       throw Error("World: GV_IB_LANES='" + std::to_string(l) + "' is not a power of two in 1..32 (queue pairs per ib peer)");
     o.ib_lanes = static_cast<std::uint32_t>(l);
   }
+  if (const char* e = std::getenv("GV_IB_ENGINE"); e && *e) {
+    const std::string s = e;
+    if (s == "cpu") o.ib_engine = WorldOptions::Engine::kCpu;
+    else if (s == "gpu") o.ib_engine = WorldOptions::Engine::kGpu;
+    else if (s == "auto") o.ib_engine = WorldOptions::Engine::kAuto;
+    else throw Error("World: GV_IB_ENGINE='" + s + "': use cpu, gpu or auto");
+  }
   if (const char* t = std::getenv("GV_TRANSPORT"); t && *t) {
     const std::string s = t;
     if (s == "p2p") o.transport = Transport::kP2p;
@@ -111,6 +118,7 @@ struct Who {
   std::uint32_t lanes = 0, depth = 0;
   std::uint32_t transport = 0;  ///< forced transport (0 = choose)
   std::uint32_t memory = 0;     ///< 0 host, 1 GPU
+  std::uint32_t engine = 0;     ///< the ib engine: 0 CPU, 1 GPU
   unsigned char uuid[16] = {};  ///< GPU UUID
 };
 
@@ -183,6 +191,10 @@ struct World::Impl {
   void on_failure(const std::string& why);
   void take_device_events();
   bool gpu_mode() const { return gpu >= 0; }
+  /// The software HCA's engine for ib peers: the GPU engine only for GPU heaps.
+  bool gpu_engine() const { return gpu_mode() && opt.ib_engine != WorldOptions::Engine::kCpu; }
+  /// Whether this rank's heap is host memory (host ranks; GPU ranks under the CPU engine).
+  bool heap_on_host() const { return !gpu_mode() || (heap_kind == HeapKind::kDevice && !gpu_engine()); }
 };
 
 // ---- the GPU engines of this process ------------------------------------------------------------
@@ -254,6 +266,8 @@ void World::Impl::setup(const WorldOptions& o) {
   }
 #endif
   if (memory == Memory::kAuto) memory = ngpus > 0 ? Memory::kGpu : Memory::kHost;
+  if (memory == Memory::kHost && opt.ib_engine == WorldOptions::Engine::kGpu)
+    throw Error("World: ib_engine kGpu (GV_IB_ENGINE=gpu) needs GPU heaps, but this World's ranks are host ranks");
   if (memory == Memory::kGpu && ngpus == 0) {
 #if GPUVERBS_HAVE_CUDA
     throw Error("World: WorldOptions::memory is kGpu but no NVIDIA GPU or driver was found (use kHost for host ranks)");
@@ -269,6 +283,7 @@ void World::Impl::setup(const WorldOptions& o) {
   me.depth = opt.ib_depth;
   me.transport = static_cast<std::uint32_t>(opt.transport);
   me.memory = memory == Memory::kGpu ? 1 : 0;
+  me.engine = memory == Memory::kGpu && opt.ib_engine != WorldOptions::Engine::kCpu ? 1 : 0;
   std::vector<detail::Who> who(static_cast<std::size_t>(size));
   boot->allgather(&me, who.data(), sizeof(me));
   for (int r = 0; r < size; ++r) {
@@ -279,6 +294,7 @@ void World::Impl::setup(const WorldOptions& o) {
     };
     if (w.heap_bytes != me.heap_bytes) mismatch("the heap size (bytes)", me.heap_bytes, w.heap_bytes);
     if (w.memory != me.memory) mismatch("where heaps live (0 host, 1 GPU)", me.memory, w.memory);
+    if (w.engine != me.engine) mismatch("the ib engine (0 CPU, 1 GPU)", me.engine, w.engine);
     if (w.lanes != me.lanes) mismatch("ib_lanes", me.lanes, w.lanes);
     if (w.depth != me.depth) mismatch("ib_depth", me.depth, w.depth);
     if (w.transport != me.transport) mismatch("the forced transport", me.transport, w.transport);
@@ -425,7 +441,7 @@ void World::Impl::alloc_tables() {
 
 void World::Impl::clear(void* p, std::size_t bytes, const char* what) {
 #if GPUVERBS_HAVE_CUDA
-  if (gpu_mode()) {
+  if (gpu_mode() && !(heap_on_host() && p >= static_cast<void*>(heap) && p < static_cast<void*>(heap + heap_total))) {
     detail::cuda_check(cudaMemsetAsync(p, 0, bytes, stream), what);
     detail::cuda_check(cudaStreamSynchronize(stream), what);
     return;
@@ -445,7 +461,8 @@ void World::Impl::make_heap(bool need_ib) {
     const std::size_t per_lane = std::size_t{opt.ib_depth} * 1024 + (64u << 10);  // rings, CQ, results
     DeviceOptions d;
     d.arena_bytes = heap_total + std::size_t{peers} * opt.ib_lanes * per_lane + (std::size_t{16} << 20);
-    d.engine = gpu_mode() ? DeviceOptions::Engine::kGpu : DeviceOptions::Engine::kCpu;
+    d.engine = gpu_engine() ? DeviceOptions::Engine::kGpu : DeviceOptions::Engine::kCpu;
+    d.map_to_gpus = gpu_mode() && !gpu_engine();  // the CPU engine's memory, reached by kernels
     d.gpu = gpu_mode() ? gpu : 0;
     d.engine_warps = opt.ib_engine_warps;
     dev = Device::open("soft", d);
@@ -597,7 +614,7 @@ void World::Impl::raise_abort() {
   __atomic_store_n(abort_flag, 1u, __ATOMIC_RELEASE);
   auto* word = &reinterpret_cast<rma::Reserved*>(heap)->aborted;
 #if GPUVERBS_HAVE_CUDA
-  if (gpu_mode()) {
+  if (!heap_on_host()) {
     // From the pinned host flag, on this World's non-blocking stream (it runs beside a resident
     // engine kernel); not waited for: the flag stays raised.
     detail::DeviceGuard g(gpu);
@@ -850,7 +867,7 @@ std::string World::describe() const {
 #if GPUVERBS_HAVE_CUDA
         if (m.gpu_mode()) {
           detail::DeviceGuard g(m.gpu);
-          if (cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, m.stream) != cudaSuccess ||
+          if (cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, m.stream) != cudaSuccess ||  // GPU or mapped host memory
               cudaStreamSynchronize(m.stream) != cudaSuccess)
             (void)cudaGetLastError();
           return;

@@ -50,6 +50,13 @@ struct WorldOptions {
   /// in WQEs.
   std::uint32_t ib_lanes = 4;
   std::uint32_t ib_depth = 128;
+  /// ib: who executes the software HCA's work requests (GV_IB_ENGINE=auto|cpu|gpu overrides).
+  /// kAuto: the GPU engine for GPU heaps, the CPU engine for host heaps. kCpu on GPU ranks: a
+  /// host thread, with the heaps in pinned host memory mapped into the GPU (kernels reach them
+  /// over PCIe): nothing resident runs on the GPU, so a device-wide synchronisation
+  /// (cudaDeviceSynchronize) never waits for an engine. kGpu: a resident engine kernel, fast,
+  /// but cudaDeviceSynchronize and cudaFree wait for it forever unless quiesce() comes first.
+  enum class Engine : std::uint8_t { kAuto, kCpu, kGpu } ib_engine = Engine::kAuto;
   /// ib: the software HCA engine's warps (GPU engine), see DeviceOptions::engine_warps.
   std::uint32_t ib_engine_warps = 4;
   /// kGpu: the CUDA device of this rank; -1 = local rank modulo the visible GPUs.
