@@ -7,7 +7,8 @@
 //
 // Ranks come from, in this order:
 //   - MPI, when gpuverbs is built with it and the process was started by mpirun (or MPI is
-//     already initialised);
+//     already initialised): MPI finds the ranks, the collectives and liveness then run over the
+//     TCP rendezvous (rank 0 listens on a port of its host; the others must reach it);
 //   - the built-in TCP rendezvous: GV_RANK, GV_SIZE and GV_ROOT=host:port (rank 0 listens
 //     there), e.g. as `gvrun -n 4 ./app` sets them;
 //   - otherwise a single rank.
@@ -19,10 +20,22 @@
 // otherwise (the software HCA: the GPU engine for GPU heaps, the CPU engine for host heaps).
 // WorldOptions::transport (or GV_TRANSPORT=p2p|ib) forces one.
 //
-// Failure: every collective step has a time limit (GV_BOOTSTRAP_TIMEOUT seconds, default 60)
-// and names the ranks that did not arrive; a rank whose process dies is noticed by the others
-// within about a second: their World raises its abort flag (every device wait ends with
-// kAborted) and its host calls throw an Error that names the rank. Nothing here calls exit().
+// Failures (the rma side: the table in <gpuverbs/rma.hpp>):
+//   failure                          host calls (check, barrier,      the rank's rma          left behind
+//                                    allgather)                       operations
+//   a collective step runs past      throw, naming the ranks that     unaffected              every later collective
+//   GV_BOOTSTRAP_TIMEOUT (60 s)      did not arrive                                           throws too
+//   a peer's process dies (gvrun     throw, naming the dead rank,     kAborted (waits end,    ~World waits for nobody:
+//   or mpirun: the TCP rendezvous    within about a second            new ones refused)       its last collective fails
+//   beside MPI notices it)                                                                    at once; an MPI the World
+//                                                                                             started is not finalized
+//   World::abort()                   throw "World::abort() was        kAborted, every         irreversible
+//                                    called"                          transport
+//   the software HCA's asynchronous  throw with the reason            kAborted                the HCA stopped
+//   error (engine stopped, overrun)
+// Bad arguments to host calls (null buffers, impossible sizes, bad environment values) throw an
+// Error saying what to pass; nothing is sent. Nothing here calls exit(), and no destructor
+// waits without a bound (the last collective has the bootstrap's time limit).
 //
 // Lifetime: the World outlives every kernel or thread using its endpoint and heap.
 #pragma once
@@ -108,7 +121,8 @@ class World {
 
   /// Host barrier over all ranks (the bootstrap); throws if a rank died or did not arrive.
   void barrier();
-  /// Every rank contributes `bytes` at `mine`; `all` gets size() * bytes, in rank order.
+  /// Every rank contributes `bytes` at `mine`; `all` gets size() * bytes, in rank order. Throws
+  /// (sending nothing) when a buffer is null with bytes > 0 or size() * bytes exceeds 1 TiB.
   void allgather(const void* mine, void* all, std::size_t bytes);
 
   /// Throws if a peer died (its message names the rank) or this rank's software HCA reported
@@ -120,7 +134,8 @@ class World {
   /// first error. For diagnosing a stuck or
   /// failing wait; reads the counters while kernels may run.
   std::string describe() const;
-  /// End every wait of this rank's endpoint with kAborted (irreversible).
+  /// End every wait of this rank's endpoint with kAborted, and make every later rma operation
+  /// of this rank return kAborted at once; check() throws from now on (irreversible).
   void abort();
 
   /// GPU engine (ib peers of a kGpu World): see Device::quiesce(). Needed around device-wide
