@@ -13,12 +13,6 @@ namespace {
 
 class RmaFaults : public RmaHost {};
 
-std::size_t first_not(const std::byte* p, std::size_t n, std::uint8_t v) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (p[i] != static_cast<std::byte>(v)) return i;
-  return n;
-}
-
 }  // namespace
 
 // One answer on every transport and at every size (inline or not, one WQE or several).

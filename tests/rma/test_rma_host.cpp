@@ -27,11 +27,6 @@ std::size_t first_wrong(const std::byte* p, std::size_t n, std::uint64_t seed) {
     if (p[i] != static_cast<std::byte>(pattern_byte(seed, i))) return i;
   return n;
 }
-std::size_t first_not(const std::byte* p, std::size_t n, std::uint8_t v) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (p[i] != static_cast<std::byte>(v)) return i;
-  return n;
-}
 
 }  // namespace
 
