@@ -11,9 +11,6 @@
 
 #include <gpuverbs/host/verbs.hpp>
 
-#if GPUVERBS_HAVE_CUDA
-#include "../cuda_util.hpp"
-#endif
 
 namespace gv::detail {
 
@@ -56,55 +53,5 @@ void unmap_heap(void* p, std::size_t bytes) {
 void unlink_shared_heap(const std::string& name) {
   if (!name.empty()) shm_unlink(name.c_str());
 }
-
-#if GPUVERBS_HAVE_CUDA
-namespace {
-/// cuMemGetAddressRange through the runtime (no link against libcuda): the allocation that
-/// holds `p`, since CUDA IPC exports whole allocations.
-std::uintptr_t allocation_base(void* p) {
-  using Fn = int (*)(unsigned long long*, std::size_t*, unsigned long long);
-  static Fn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) != cudaSuccess) {
-      (void)cudaGetLastError();
-      f = nullptr;
-    }
-    return reinterpret_cast<Fn>(f);
-  }();
-  if (fn == nullptr) throw Error("World: the CUDA driver has no cuMemGetAddressRange");
-  unsigned long long base = 0;
-  std::size_t size = 0;
-  if (fn(&base, &size, reinterpret_cast<unsigned long long>(p)) != 0)
-    throw Error("World: cuMemGetAddressRange failed for the heap");
-  return static_cast<std::uintptr_t>(base);
-}
-}  // namespace
-
-HeapExport export_gpu_heap(void* p, std::size_t bytes) {
-  HeapExport e;
-  e.kind = HeapExport::kCudaIpc;
-  e.bytes = bytes;
-  const std::uintptr_t base = allocation_base(p);
-  e.offset = reinterpret_cast<std::uintptr_t>(p) - base;
-  cudaIpcMemHandle_t h;
-  cuda_check(cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base)), "World: cudaIpcGetMemHandle of the heap");
-  static_assert(sizeof(h) <= sizeof(e.ipc));
-  std::memcpy(e.ipc, &h, sizeof(h));
-  return e;
-}
-
-std::byte* open_gpu_heap(const HeapExport& e, void*& ipc_base) {
-  cudaIpcMemHandle_t h;
-  std::memcpy(&h, e.ipc, sizeof(h));
-  cuda_check(cudaIpcOpenMemHandle(&ipc_base, h, cudaIpcMemLazyEnablePeerAccess),
-             "World: opening a peer's heap through CUDA IPC");
-  return static_cast<std::byte*>(ipc_base) + e.offset;
-}
-
-void close_gpu_heap(void* ipc_base) {
-  if (ipc_base != nullptr) (void)cudaIpcCloseMemHandle(ipc_base);
-}
-#endif
 
 }  // namespace gv::detail

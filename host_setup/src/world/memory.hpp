@@ -1,5 +1,5 @@
-// Where a World's heaps live and how peers map them: shared-memory files for host ranks,
-// CUDA IPC for GPU ranks of other processes.
+// How peers in other processes map a World's heap: what one exports (a shared-memory file for
+// host ranks, a CUDA IPC handle for GPU ranks: placement_cuda.cpp), and the shared-memory files.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,11 +25,5 @@ std::byte* map_shared_heap(const HeapExport& e);
 void unmap_heap(void* p, std::size_t bytes);
 /// Remove the name (mappings stay): nothing is left behind if a process dies later.
 void unlink_shared_heap(const std::string& name);
-
-/// GPU memory (CUDA builds): the allocation around `p` exported through CUDA IPC.
-HeapExport export_gpu_heap(void* p, std::size_t bytes);
-/// A peer's exported GPU heap opened here (the current device must be this rank's GPU).
-std::byte* open_gpu_heap(const HeapExport& e, void*& ipc_base);
-void close_gpu_heap(void* ipc_base);
 
 }  // namespace gv::detail
