@@ -1,9 +1,6 @@
 #include "cpu_engine.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -120,19 +117,10 @@ class CpuEnv {
 }  // namespace
 
 Mapping map_arena_path(const char* path) {
-  const int fd = ::open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return {};
-  struct stat st {};
-  Mapping m;
-  if (fstat(fd, &st) == 0 && st.st_size > 0) {
-    void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE,
-                   MAP_SHARED, fd, 0);
-    if (p != MAP_FAILED) m = {static_cast<std::byte*>(p), static_cast<std::size_t>(st.st_size)};
-  }
-  ::close(fd);
+  const Mapping m = map_shared_file(path);
   const auto* h = reinterpret_cast<const soft::ArenaHeader*>(m.base);
-  if (m.base && (h->magic != soft::kArenaMagic || h->version != soft::kArenaVersion)) {
-    munmap(m.base, m.size);
+  if (m.base && (m.size < sizeof(soft::ArenaHeader) || h->magic != soft::kArenaMagic || h->version != soft::kArenaVersion)) {
+    unmap_shared_file(m);
     return {};
   }
   return m;

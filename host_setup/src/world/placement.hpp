@@ -2,11 +2,11 @@
 // - a Space: the memory of its tables (peer table, lanes, lane states) and how the host writes
 //   and reads there: host memory (host ranks) or one GPU's memory (GPU ranks: copies and clears on
 //   the World's own non-blocking stream);
-// - a HeapPlacement: the symmetric heap, one of three: a shared-memory file (host ranks with p2p
-//   peers in other processes), a cudaMalloc (GPU ranks; CUDA IPC for peers of other processes),
+// - a HeapPlacement: the symmetric heap, one of three: a shared file (host ranks, shared_file.hpp:
+//   the software HCA's arenas are shared the same way), a cudaMalloc (GPU ranks; CUDA IPC for peers of other processes),
 //   or the software HCA's memory (Device::alloc, when any peer is reached over ib: the HCA reaches
 //   only its own arenas across processes);
-// - PeerHeaps: the peers' heaps mapped into this process (shared-memory files, CUDA IPC).
+// - PeerHeaps: the peers' heaps mapped into this process (shared files, CUDA IPC).
 // The CUDA implementations live in placement_cuda.cpp (CUDA builds); without CUDA asking for
 // them throws.
 #pragma once
@@ -18,9 +18,20 @@
 
 #include <gpuverbs/host/verbs.hpp>
 
-#include "memory.hpp"
+#include "../shared_file.hpp"
 
 namespace gv::detail {
+
+/// What a peer in another process needs to map a rank's heap.
+struct HeapExport {
+  enum Kind : std::uint32_t { kNone = 0, kShared = 1, kCudaIpc = 2 };
+  std::uint32_t kind = kNone;
+  std::uint32_t pad = 0;
+  std::uint64_t offset = 0;        ///< of the heap inside the exported allocation
+  std::uint64_t bytes = 0;         ///< of the heap
+  char path[64] = {};              ///< kShared: SharedFile::path()
+  unsigned char ipc[64] = {};      ///< kCudaIpc: the allocation's handle
+};
 
 class Space {
  public:
@@ -59,8 +70,6 @@ class HeapPlacement {
   Space& memory() const { return memory_; }
   /// What a peer in another process needs to map the heap; kNone when it maps nothing.
   virtual HeapExport exported() const { return {}; }
-  /// Every peer has mapped the heap: a name it was found by may go.
-  virtual void published() {}
 
  protected:
   std::byte* base_;
@@ -68,8 +77,8 @@ class HeapPlacement {
   Space& memory_;
 };
 
-/// A shared-memory file (zeroed), for p2p peers in other processes.
-std::unique_ptr<HeapPlacement> shm_heap(std::size_t bytes);
+/// A shared file (zeroed): host ranks; p2p peers in other processes map it.
+std::unique_ptr<HeapPlacement> shared_heap(std::size_t bytes);
 /// GPU memory (a cudaMalloc in `memory`, a GPU's space, zeroed); `exported` through CUDA IPC
 /// when `ipc` (a p2p peer in another process).
 std::unique_ptr<HeapPlacement> cuda_heap(std::size_t bytes, Space& memory, bool ipc);
@@ -90,7 +99,7 @@ class PeerHeaps {
 
  private:
   Space& space_;
-  std::vector<std::pair<void*, std::size_t>> shm_;
+  std::vector<Mapping> shared_;
 };
 
 // ---- GPUs (CUDA builds; without CUDA there are none) --------------------------------------------

@@ -2,6 +2,7 @@
 // the peers' mapped heaps; and what a build without CUDA says about GPUs.
 #include "placement.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -33,29 +34,21 @@ class HostSpace final : public Space {
   }
 };
 
-class ShmHeap final : public HeapPlacement {
+class SharedHeap final : public HeapPlacement {
  public:
-  explicit ShmHeap(std::size_t bytes) : HeapPlacement(nullptr, bytes, host_space()) {
-    base_ = create_shared_heap(bytes, name_);  // a new file reads as zeros
-  }
-  ~ShmHeap() override {
-    unmap_heap(base_, bytes_);
-    unlink_shared_heap(name_);
+  explicit SharedHeap(std::size_t bytes) : HeapPlacement(nullptr, bytes, host_space()), file_(bytes, "World: the heap") {
+    base_ = file_.base();  // a new file reads as zeros
   }
   HeapExport exported() const override {
     HeapExport e;
-    e.kind = HeapExport::kShm;
+    e.kind = HeapExport::kShared;
     e.bytes = bytes_;
-    std::snprintf(e.shm_name, sizeof(e.shm_name), "%s", name_.c_str());
+    std::snprintf(e.path, sizeof(e.path), "%s", file_.path().c_str());
     return e;
-  }
-  void published() override {
-    unlink_shared_heap(name_);
-    name_.clear();
   }
 
  private:
-  std::string name_;
+  SharedFile file_;
 };
 
 class DeviceHeap final : public HeapPlacement {
@@ -78,7 +71,7 @@ Space& host_space() {
   return s;
 }
 
-std::unique_ptr<HeapPlacement> shm_heap(std::size_t bytes) { return std::make_unique<ShmHeap>(bytes); }
+std::unique_ptr<HeapPlacement> shared_heap(std::size_t bytes) { return std::make_unique<SharedHeap>(bytes); }
 
 std::unique_ptr<HeapPlacement> device_heap(Device& dev, std::size_t bytes, Space& memory, bool ipc) {
   return std::make_unique<DeviceHeap>(dev, bytes, memory, ipc);
@@ -86,10 +79,12 @@ std::unique_ptr<HeapPlacement> device_heap(Device& dev, std::size_t bytes, Space
 
 std::byte* PeerHeaps::map(const HeapExport& e) {
   switch (e.kind) {
-    case HeapExport::kShm: {
-      std::byte* p = map_shared_heap(e);
-      shm_.emplace_back(p - e.offset, e.offset + e.bytes);
-      return p;
+    case HeapExport::kShared: {
+      const Mapping m = map_shared_file(e.path);
+      if (m.base == nullptr || m.size < e.offset + e.bytes)
+        throw Error(std::string("World: cannot map a peer's heap (") + e.path + "): has its process ended?");
+      shared_.push_back(m);
+      return m.base + e.offset;
     }
     case HeapExport::kCudaIpc: return space_.open_ipc(e);
     default: return nullptr;
@@ -97,7 +92,7 @@ std::byte* PeerHeaps::map(const HeapExport& e) {
 }
 
 PeerHeaps::~PeerHeaps() {
-  for (auto& [p, n] : shm_) unmap_heap(p, n);
+  for (const Mapping& m : shared_) unmap_shared_file(m);
 }
 
 #if !GPUVERBS_HAVE_CUDA

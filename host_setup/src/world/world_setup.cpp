@@ -5,7 +5,7 @@
 //      transport to each peer;
 //   3. place: this rank's tables, heap and queues (no collective: two ranks of one process would
 //      wait for each other inside the engine gate);
-//   4. heaps: how to map each heap (shared-memory name, CUDA IPC handle) and its address, then
+//   4. heaps: how to map each heap (shared file, CUDA IPC handle) and its address, then
 //      the mappings;
 //   5. ib: every queue pair's connection info, then connect;
 // then the endpoint tables are written and a last barrier makes every rank ready together.
@@ -199,7 +199,7 @@ class Setup {
     } else if (m_.gpu_mode()) {
       m_.heap = detail::cuda_heap(total, s, ipc_);
     } else {
-      m_.heap = detail::shm_heap(total);
+      m_.heap = detail::shared_heap(total);
     }
     m_.blocks.init(m_.user_offset, total);
   }
@@ -314,8 +314,7 @@ class Setup {
 
   /// Every rank ready together; this World's engine runs from now on, and dead peers are watched.
   void go_live() {
-    m_.boot->barrier();  // every peer mapped this rank's heap: its name may go
-    m_.heap->published();
+    m_.boot->barrier();
     if (m_.dev) detail::engine_register(m_.dev.get());
     World::Impl* m = &m_;
     m_.boot->watch([m](const std::string& why) { m->on_failure(why); });
