@@ -17,7 +17,8 @@
 //
 // Transports per peer: kSelf for this rank, kP2p where the peer's heap can be mapped here (the
 // same GPU, a GPU with peer access, CUDA IPC on this host; shared memory for host ranks), kIb
-// otherwise (the software HCA: the GPU engine for GPU heaps, the CPU engine for host heaps).
+// otherwise (the software HCA: the GPU engine for GPU heaps, the CPU engine for host heaps;
+// WorldOptions::ib_engine chooses).
 // WorldOptions::transport (or GV_TRANSPORT=p2p|ib) forces one.
 //
 // Failures (the rma side: the table in <gpuverbs/rma.hpp>):
