@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "multi_bench.hpp"
 #include "one_gpu.hpp"
 
@@ -64,6 +65,13 @@ Options parse(int argc, char** argv) {
       if (a + 1 >= argc) usage(("missing value after " + arg).c_str());
       return argv[++a];
     };
+    auto number = [&](std::uint64_t lo) -> int {
+      try {
+        return static_cast<int>(gv::bench::parse_uint(arg, value(), lo, 1'000'000));
+      } catch (const gv::bench::UsageError& e) {
+        usage(e.what());
+      }
+    };
     if (arg == "--size") {
       o.size = value();
       const auto sc = parse_size_class(o.size);
@@ -76,11 +84,11 @@ Options parse(int argc, char** argv) {
         usage("--dims takes NI,NJ,NK");
       o.size = "custom";
     } else if (arg == "--iters") {
-      o.iters = std::atoi(value().c_str());
+      o.iters = number(1);
     } else if (arg == "--reps") {
-      o.reps = std::atoi(value().c_str());
+      o.reps = number(1);
     } else if (arg == "--planes-per-block") {
-      o.planes_per_block = std::atoi(value().c_str());
+      o.planes_per_block = number(0);
     } else if (arg == "--arith") {
       const std::string v = value();
       if (v != "double" && v != "float") usage("--arith takes double or float");
@@ -93,7 +101,6 @@ Options parse(int argc, char** argv) {
       usage(("unknown option " + arg).c_str());
     }
   }
-  if (o.iters < 1 || o.reps < 1) usage("--iters and --reps must be >= 1");
   return o;
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "energy.hpp"
 #include "metadata.hpp"
 #include "one_gpu.hpp"
@@ -75,10 +76,11 @@ std::vector<Size> parse_sizes(const std::string& list) {
 }
 
 int positive(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (end == v.c_str() || *end != '\0' || x < 1 || x > 1'000'000) bad_input(flag + " takes a positive integer, not '" + v + "'");
-  return int(x);
+  try {
+    return static_cast<int>(gv::bench::parse_uint(flag, v, 1, 1'000'000));
+  } catch (const gv::bench::UsageError& e) {
+    bad_input(e.what());
+  }
 }
 
 Cli parse(int argc, char** argv) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "device_clock.cuh"
 #include "metadata.hpp"
 #include "report.hpp"
@@ -129,31 +130,26 @@ void emit_rate(const std::string& test, const std::string& variant, std::size_t 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+constexpr const char* kUsage =
+    "usage: shmem_perf [--json FILE] [-n ITERS] [--bw-max BYTES]   (2 PEs: gvrun -n 2, or mpirun -n 2)\n"
+    "  --json FILE  also append the run's metadata and one object per row to FILE (PE 0)\n";
+
+int run(int argc, char** argv) {
   int iters = 1000;
   std::string json_path;
   std::size_t bw_max = std::size_t{256} << 20;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::printf("usage: shmem_perf [--json FILE] [-n ITERS] [--bw-max BYTES]   (2 PEs: gvrun -n 2, or mpirun -n 2)\n"
-                  "  --json FILE  also append the run's metadata and one object per row to FILE (PE 0)\n");
-      return 0;
+    if (gv::bench::is_help(a)) {
+      throw gv::bench::HelpRequested{};
     } else if (a == "--json" && i + 1 < argc) {
       json_path = argv[++i];
     } else if (a == "-n" && i + 1 < argc) {
-      char* end = nullptr;
-      const long v = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || v < 1 || v > 1000000) { std::fprintf(stderr, "shmem_perf: -n takes 1..1000000\n"); return 2; }
-      iters = static_cast<int>(v);
+      iters = static_cast<int>(gv::bench::parse_uint(a, argv[++i], 1, 1000000));
     } else if (a == "--bw-max" && i + 1 < argc) {
-      char* end = nullptr;
-      const unsigned long long v = std::strtoull(argv[++i], &end, 10);
-      if (*end != '\0' || v < 4096 || v > (1ull << 32)) { std::fprintf(stderr, "shmem_perf: --bw-max takes 4096..2^32\n"); return 2; }
-      bw_max = static_cast<std::size_t>(v);
+      bw_max = static_cast<std::size_t>(gv::bench::parse_uint(a, argv[++i], 4096, std::uint64_t{1} << 32));
     } else {
-      std::fprintf(stderr, "shmem_perf: unknown argument '%s'\n", a.c_str());
-      return 2;
+      throw gv::bench::UsageError("unknown argument '" + a + "'");
     }
   }
   nvshmem_init();
@@ -270,3 +266,7 @@ int main(int argc, char** argv) {
   nvshmem_finalize();
   return 0;
 }
+
+// Failures (no GPU, a face that cannot start) end with a message and exit status 1, not an
+// uncaught exception.
+int main(int argc, char** argv) { return gv::bench::run_main("shmem_perf", kUsage, [&] { return run(argc, argv); }); }

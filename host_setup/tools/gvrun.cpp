@@ -6,6 +6,10 @@
 // them; when one fails (non-zero exit or a signal), the others notice through their World and
 // end on their own, and gvrun ends any that are still running --kill-after seconds later. It
 // exits 0 when every rank did, else with the first failure's code (128 + signal for a signal).
+//
+// Each rank runs in a process group of its own, and gvrun ends the whole group: a rank started
+// through a wrapper (`sh -c ...`, valgrind, nsys) leaves no orphan behind holding the output.
+// SIGINT, SIGTERM and SIGHUP sent to gvrun are passed on to every rank's group.
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -22,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "../src/parse.hpp"
+
 extern char** environ;
 
 namespace {
@@ -34,13 +40,36 @@ void usage(std::FILE* f) {
                "  SECONDS later (default 30) if they have not ended by then.\n");
 }
 
-bool parse_int(const char* s, long lo, long hi, long& out) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
-  out = v;
+/// The value of option `flag` (argv[i + 1]) as a whole number in [lo, hi], or a message.
+bool option_number(int argc, char** argv, int& i, long lo, long hi, long& out) {
+  const char* flag = argv[i];
+  if (i + 1 >= argc) {
+    std::fprintf(stderr, "gvrun: %s needs a value (a whole number %ld .. %ld)\n", flag, lo, hi);
+    return false;
+  }
+  std::uint64_t v = 0;
+  std::string why;
+  if (!gv::detail::parse_uint(argv[++i], static_cast<std::uint64_t>(lo), static_cast<std::uint64_t>(hi), v, why)) {
+    std::fprintf(stderr, "gvrun: %s '%s' %s\n", flag, argv[i], why.c_str());
+    return false;
+  }
+  out = static_cast<long>(v);
   return true;
+}
+
+/// Every rank's process group (its pid: each rank leads its own), 0 once gvrun has ended it.
+std::vector<pid_t> g_groups;
+volatile sig_atomic_t g_signal = 0;
+
+void on_signal(int sig) {
+  g_signal = sig;
+  for (const pid_t g : g_groups)
+    if (g > 0) kill(-g, sig);
+}
+
+void end_groups(int sig) {
+  for (const pid_t g : g_groups)
+    if (g > 0) kill(-g, sig);
 }
 
 /// A port nobody listens on now (the kernel's choice for an ephemeral bind).
@@ -73,16 +102,10 @@ int main(int argc, char** argv) {
       ++i;
       break;
     }
-    if (a == "-n" && i + 1 < argc) {
-      if (!parse_int(argv[++i], 1, 4096, n)) {
-        std::fprintf(stderr, "gvrun: -n takes 1..4096\n");
-        return 2;
-      }
-    } else if (a == "--kill-after" && i + 1 < argc) {
-      if (!parse_int(argv[++i], 0, 86400, kill_after)) {
-        std::fprintf(stderr, "gvrun: --kill-after takes 0..86400 seconds\n");
-        return 2;
-      }
+    if (a == "-n") {
+      if (!option_number(argc, argv, i, 1, 4096, n)) return 2;
+    } else if (a == "--kill-after") {
+      if (!option_number(argc, argv, i, 0, 86400, kill_after)) return 2;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "gvrun: unknown option '%s'\n", a.c_str());
       usage(stderr);
@@ -91,7 +114,13 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  if (n == 0 || i >= argc) {
+  if (n == 0) {
+    std::fprintf(stderr, "gvrun: say how many ranks to start with -n RANKS\n");
+    usage(stderr);
+    return 2;
+  }
+  if (i >= argc) {
+    std::fprintf(stderr, "gvrun: no program to start %ld rank(s) of: give it after the options\n", n);
     usage(stderr);
     return 2;
   }
@@ -102,6 +131,16 @@ int main(int argc, char** argv) {
   }
   const std::string root = "127.0.0.1:" + std::to_string(port);
   std::vector<pid_t> pids;
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // The rank's own process group (pgid = its pid): gvrun can end it with everything it started.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  g_groups.reserve(static_cast<std::size_t>(n));
   for (long r = 0; r < n; ++r) {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
@@ -116,15 +155,17 @@ int main(int argc, char** argv) {
     for (auto& v : env) envp.push_back(v.data());
     envp.push_back(nullptr);
     pid_t pid = 0;
-    const int e = posix_spawnp(&pid, argv[i], nullptr, nullptr, argv + i, envp.data());
+    const int e = posix_spawnp(&pid, argv[i], nullptr, &attr, argv + i, envp.data());
     if (e != 0) {
       std::fprintf(stderr, "gvrun: cannot start '%s': %s\n", argv[i], std::strerror(e));
-      for (const pid_t p : pids) kill(p, SIGKILL);
+      end_groups(SIGKILL);
       for (const pid_t p : pids) waitpid(p, nullptr, 0);
       return 1;
     }
     pids.push_back(pid);
+    g_groups.push_back(pid);
   }
+  posix_spawnattr_destroy(&attr);
   int result = 0;
   long left = n;
   std::chrono::steady_clock::time_point deadline{};
@@ -135,8 +176,7 @@ int main(int argc, char** argv) {
     if (p == 0) {
       if (std::chrono::steady_clock::now() >= deadline) {
         std::fprintf(stderr, "gvrun: ending the %ld rank(s) still running %ld s after the first failure\n", left, kill_after);
-        for (const pid_t q : pids)
-          if (q > 0) kill(q, SIGKILL);
+        end_groups(SIGKILL);
         failing = false;  // block in waitpid for the killed ones
       } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -153,6 +193,8 @@ int main(int argc, char** argv) {
       if (pids[k] == p) {
         rank = static_cast<long>(k);
         pids[k] = -1;
+        kill(-p, SIGKILL);  // the rank has ended: so does whatever it started
+        g_groups[k] = 0;
       }
     int code = 0;
     if (WIFEXITED(status)) code = WEXITSTATUS(status);
@@ -167,5 +209,8 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // What the ranks started and left behind (a wrapper's children) ends with them.
+  end_groups(SIGKILL);
+  if (g_signal != 0 && result == 0) result = 128 + g_signal;
   return result;
 }

@@ -7,8 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -38,6 +42,20 @@ std::size_t count(const std::string& s, const std::string& what) {
   std::size_t c = 0;
   for (std::size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++c;
   return c;
+}
+
+/// Whether process `pid` still runs (a zombie waiting for its reaper does not).
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_s, comm, state;
+  if (!(stat >> pid_s >> comm >> state)) return false;
+  return state != "Z" && state != "X";
+}
+
+pid_t read_pid(const std::string& path) {
+  std::ifstream f(path);
+  long p = 0;
+  return (f >> p) ? static_cast<pid_t>(p) : 0;
 }
 
 const std::string kGvrun = GV_GVRUN_PATH;
@@ -103,6 +121,47 @@ TEST(RmaProcesses, GvrunRejectsBadArgumentsAndReportsFailures) {
   const Outcome e = run(kGvrun + " -n 2 sh -c 'echo $GV_RANK/$GV_SIZE/${GV_ROOT%%:*}'");
   EXPECT_NE(e.out.find("0/2/127.0.0.1"), std::string::npos) << e.out;
   EXPECT_NE(e.out.find("1/2/127.0.0.1"), std::string::npos) << e.out;
+}
+
+// A rank started through a wrapper that forks (sh -c, valgrind, nsys): gvrun ends the rank's
+// whole process group, so no grandchild outlives it holding the output pipe (popen would then
+// wait for it) — after a failure and after a clean exit alike.
+TEST(RmaProcesses, GvrunEndsEachRanksWholeProcessGroup) {
+  char tmpl[] = "/tmp/gv_gvrun_pgXXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const Outcome f = run("timeout 60 " + kGvrun + " -n 2 --kill-after 1 sh -c 'sleep 300 & echo $! > " + dir +
+                        "/fail$GV_RANK; [ $GV_RANK = 1 ] && exit 3; wait'");
+  EXPECT_EQ(f.code, 3) << f.out;
+  EXPECT_LT(f.seconds, 20.0) << "a grandchild held the output: " << f.out;
+  const Outcome ok = run("timeout 60 " + kGvrun + " -n 2 sh -c 'sleep 300 & echo $! > " + dir + "/ok$GV_RANK; exit 0'");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_LT(ok.seconds, 20.0) << "a grandchild held the output: " << ok.out;
+  for (const char* name : {"fail0", "fail1", "ok0", "ok1"}) {
+    const pid_t p = read_pid(dir + "/" + name);
+    ASSERT_GT(p, 0) << name;
+    for (int i = 0; i < 50 && alive(p); ++i) usleep(20000);  // SIGKILL lands asynchronously
+    EXPECT_FALSE(alive(p)) << "the grandchild of rank " << name << " survived gvrun";
+    if (alive(p)) kill(p, SIGKILL);
+    std::remove((dir + "/" + name).c_str());
+  }
+  rmdir(dir.c_str());
+}
+
+// Messages for what is missing on the command line.
+TEST(RmaProcesses, GvrunSaysWhatIsMissing) {
+  Outcome r = run(kGvrun + " -n");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("-n needs a value"), std::string::npos) << r.out;
+  r = run(kGvrun + " -n 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("no program"), std::string::npos) << r.out;
+  r = run(kGvrun + " true");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("-n RANKS"), std::string::npos) << r.out;
+  r = run(kGvrun + " -n 99999999999999999999 true");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("out of range"), std::string::npos) << r.out;
 }
 
 }  // namespace

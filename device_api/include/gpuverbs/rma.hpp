@@ -6,7 +6,7 @@
 // that kernels take by value. Symmetric addresses are local pointers into the heap: `dst` of a
 // put names "the same offset of PE pe's heap". Local buffers (src of a put, dst of a get) may
 // be any memory the caller reads and writes, except over the ib transport, where they must lie
-// in the heap unless they fit inline (Peer::lanes' max_inline).
+// in the heap unless they fit inline (the lane's max_inline).
 //
 // Groups: every operation takes a group G (Thread, Warp or Block; group.hpp). All members call
 // it together with the same arguments; all get the same Status.
@@ -22,9 +22,33 @@
 //                                      and visible everywhere
 //   barrier()                          quiet, then wait until every rank reached the barrier
 // Every wait is bounded by Endpoint::budget and ends early with kAborted when the World is
-// aborted (a rank died). Bad input returns a status and touches nothing: kInvalidPe (PE out of
-// range or unreachable), kOutOfBounds (a symmetric range outside the heap, or overflowing),
-// kInvalidArgument (misaligned atomic or signal word, an unregistered local buffer over ib).
+// aborted (a rank died, World::abort()).
+//
+// Failures: what the caller sees and what each leaves behind.
+//   failure             returns           left behind                          later operations
+//   bad input           kInvalidPe,       nothing touched                      unaffected
+//                       kOutOfBounds,
+//                       kInvalidArgument
+//   timeout (budget)    kTimeout          work already posted may still land   unaffected, except barrier: after
+//                                         (a put, an atomic, a get's bytes)    a failed one every barrier of every
+//                                                                              rank it reaches: kBarrierBroken
+//   abort, dead rank    kAborted          as for a timeout; nothing new starts every one returns kAborted at once,
+//                                                                              touching nothing (World::check says why)
+//   error CQE (ib)      kCompletionError  the failed WQE and those after it on that lane's later operations return
+//                                         its lane did not execute (the QP    the error; World::describe names QP,
+//                                         is in the error state)               WQE and syndrome
+//
+// What is checked:
+//   - PE: in range and reachable (kInvalidPe).
+//   - Symmetric addresses (dst of put, src of get, signal and atomic words, waited words): inside
+//     the user part of the heap, the range not overflowing (kOutOfBounds); signal, atomic and
+//     waited words naturally aligned (kInvalidArgument; test() says false).
+//   - Local buffers (src of put, dst of get): null is kInvalidArgument on every transport, at
+//     every size; over ib, a buffer above the inline size must lie in this rank's heap
+//     (kInvalidArgument).
+// The caller's duty (not checked): that a non-null local buffer is `bytes` of memory it may read
+// (put) or write (get) — p2p and inline puts copy it directly and fault where memcpy would; that
+// it does not overlap the destination; that a put_nbi's source stays unchanged until quiet().
 //
 //   __global__ void ping(__grid_constant__ const gv::rma::Endpoint ep, float* buf, std::uint64_t* flag) {
 //     const int peer = 1 - static_cast<int>(ep.rank);
@@ -102,7 +126,9 @@ GV_HD Status fence(const Endpoint& ep);
 template <class G = Thread>
 GV_HD Status quiet(const Endpoint& ep);
 /// Every rank's group calls it; returns once all have (after a quiet). One barrier at a time
-/// per rank.
+/// per rank. After one fails (timeout, abort, error) the ranks' barrier epochs are unknown, so
+/// it and every later barrier of this rank, and of each peer it could tell, return
+/// kBarrierBroken (a rank that arrived just as the failed one expired may have passed it).
 template <class G = Thread>
 GV_HD Status barrier(const Endpoint& ep);
 

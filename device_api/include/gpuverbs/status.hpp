@@ -17,6 +17,7 @@ enum class [[nodiscard]] Status : std::uint32_t {
   kInvalidArgument,  ///< a request the QP cannot carry (too long inline, too many SGEs, ...)
   kInvalidPe,        ///< rma: a PE (rank) outside the World, or one this rank cannot reach
   kOutOfBounds,      ///< rma: an address range outside the symmetric heap (or overflowing)
+  kBarrierBroken,    ///< rma: an earlier barrier failed (timeout, abort, error); barriers refuse since
 };
 
 GV_HD inline constexpr const char* to_string(Status s) {
@@ -31,6 +32,7 @@ GV_HD inline constexpr const char* to_string(Status s) {
     case Status::kInvalidArgument: return "invalid argument";
     case Status::kInvalidPe: return "PE out of range or unreachable";
     case Status::kOutOfBounds: return "address outside the symmetric heap";
+    case Status::kBarrierBroken: return "barrier broken by an earlier failed barrier";
   }
   return "unknown status";
 }

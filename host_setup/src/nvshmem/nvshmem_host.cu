@@ -97,6 +97,10 @@ void nvshmem_init(void) {
   gv::WorldOptions o;
   o.memory = gv::WorldOptions::Memory::kGpu;
   o.heap_bytes = std::size_t{1} << 30;  // NVSHMEM's default; NVSHMEM_SYMMETRIC_SIZE overrides
+  // Over ib, the CPU engine: NVSHMEM programs call cudaDeviceSynchronize(), which would wait
+  // forever for the GPU engine's resident kernel. (GV_IB_ENGINE=gpu chooses it anyway, for
+  // programs that synchronise streams only.)
+  o.ib_engine = gv::WorldOptions::Engine::kCpu;
   f.world = gv::World::init(o);
   f.state = HostState{f.world->rank(), f.world->size(), f.world->local_rank(), f.world->local_size()};
   gv::detail::cuda_check(cudaSetDevice(f.world->gpu()), "nvshmem_init: cudaSetDevice");

@@ -1,9 +1,6 @@
 #include "cpu_engine.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -127,21 +124,12 @@ static_assert(soft::EngineEnv<CpuEnv>);
 }  // namespace
 
 Mapping map_arena_path(const char* path) {
-  // Whatever a peer names: never block opening it (a FIFO), map only a regular file (a memfd)
-  // large enough to hold an arena's header and tables.
-  const int fd = ::open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return {};
-  struct stat st {};
-  Mapping m;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) >= soft::ArenaLayout::kHeap) {
-    void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE,
-                   MAP_SHARED, fd, 0);
-    if (p != MAP_FAILED) m = {static_cast<std::byte*>(p), static_cast<std::size_t>(st.st_size)};
-  }
-  ::close(fd);
+  // Whatever a peer names: map_shared_file never blocks opening it (a FIFO) and maps only a
+  // regular file; it must be large enough to hold an arena's header and tables.
+  const Mapping m = map_shared_file(path);
   const auto* h = reinterpret_cast<const soft::ArenaHeader*>(m.base);
-  if (m.base && (h->magic != soft::kArenaMagic || h->version != soft::kArenaVersion)) {
-    munmap(m.base, m.size);
+  if (m.base && (m.size < soft::ArenaLayout::kHeap || h->magic != soft::kArenaMagic || h->version != soft::kArenaVersion)) {
+    unmap_shared_file(m);
     return {};
   }
   return m;

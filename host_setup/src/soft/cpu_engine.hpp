@@ -7,6 +7,8 @@
 
 #include "arena_store.hpp"
 
+#include "../shared_file.hpp"
+
 namespace gv::detail {
 
 class CpuEngine final : public Engine {
@@ -25,11 +27,6 @@ class CpuEngine final : public Engine {
   std::thread thread_;
 };
 
-/// A mapping of a whole arena file.
-struct Mapping {
-  std::byte* base = nullptr;
-  std::size_t size = 0;
-};
 /// Map the arena file at `path` (another process's, as its QpInfo names it); {} if it is gone
 /// or not an arena of this version.
 Mapping map_arena_path(const char* path);

@@ -1,4 +1,5 @@
-// The arena's heap: a first-fit allocator of offsets, used only by the arena's owner process.
+// A first-fit allocator of offsets: the arena's heap (used only by the arena's owner process),
+// and a World's symmetric heap (every rank making the same calls gets the same offsets).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -50,6 +51,13 @@ class Heap {
     std::uint64_t m = 0;
     for (const auto& [start, size] : free_) m = size > m ? size : m;
     return m;
+  }
+
+  /// Bytes not allocated (in however many pieces).
+  std::uint64_t free_bytes() const {
+    std::uint64_t n = 0;
+    for (const auto& [off, len] : free_) n += len;
+    return n;
   }
 
   void release(std::uint64_t off) {

@@ -1,12 +1,9 @@
 // The host-memory placement: a memfd (peers in other processes map it by path), served by the
 // CPU engine; with DeviceOptions::map_to_gpus also pinned and mapped into every GPU.
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 
 #include "../numa.hpp"
+#include "../shared_file.hpp"
 #include "arena_store.hpp"
 #include "cpu_engine.hpp"
 #include "cuda_reach.hpp"
@@ -62,44 +59,20 @@ bool is_gpu_arena_name(const char* name) { return std::strncmp(name, "gpu:", 4) 
 
 namespace {
 
-std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
 class HostArena final : public ArenaStore {
  public:
   explicit HostArena(const DeviceOptions& opt) {
-    const std::size_t size = opt.arena_bytes;
-    fd_ = memfd_create("gpuverbs-soft-arena", MFD_CLOEXEC);
-    if (fd_ < 0) throw Error(errno_text("Device::open(soft): memfd_create"));
-    if (ftruncate(fd_, static_cast<off_t>(size)) != 0) {
-      ::close(fd_);
-      throw Error(errno_text("Device::open(soft): ftruncate"));
-    }
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd_);
-      throw Error(errno_text("Device::open(soft): mmap"));
-    }
+    file_ = std::make_unique<SharedFile>(opt.arena_bytes, "Device::open(soft): the arena");
     // Host rings the GPUs read across PCIe: on the NUMA node of GPU opt.gpu, before first touch.
-    placement_ = opt.map_to_gpus ? place_near_gpu(p, size, opt.gpu) + ", pinned and mapped into every GPU"
+    placement_ = opt.map_to_gpus ? place_near_gpu(file_->base(), file_->size(), opt.gpu) + ", pinned and mapped into every GPU"
                                  : "host memory (not mapped into the GPUs)";
-    init(static_cast<std::byte*>(p), static_cast<std::byte*>(p), size,
-         "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd_));
-    if (opt.map_to_gpus) {
-      try {
-        mapping_ = map_to_gpus(p, size);
-      } catch (...) {
-        munmap(p, size);
-        ::close(fd_);
-        throw;
-      }
-    }
+    init(file_->base(), file_->base(), file_->size(), file_->path());
+    if (opt.map_to_gpus) mapping_ = map_to_gpus(file_->base(), file_->size());
   }
 
   ~HostArena() override {
     for (std::uint32_t i = 0; i < soft::kMaxMrs; ++i) forget_gpu_mr(i);  // MRs left registered
     mapping_.reset();
-    munmap(arena_.base, size_);
-    ::close(fd_);
   }
 
   bool on_gpu() const override { return false; }
@@ -155,7 +128,7 @@ class HostArena final : public ArenaStore {
  private:
   void pull_bytes(void* dst, const void* tab_field, std::size_t n) const override { std::memcpy(dst, tab_field, n); }
 
-  int fd_ = -1;
+  std::unique_ptr<SharedFile> file_;     ///< the arena (peers in other processes map it by path)
   std::string placement_;
   std::unique_ptr<GpuMapping> mapping_;  ///< map_to_gpus
   std::vector<bool> gpu_mr_ = std::vector<bool>(soft::kMaxMrs, false);  ///< slot covers GPU memory

@@ -2,6 +2,8 @@
 // the environment.
 #include "bootstrap.hpp"
 
+#include "../parse.hpp"
+
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -113,21 +115,18 @@ class LocalBootstrap final : public Bootstrap {
 int env_int(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return -1;
-  char* end = nullptr;
-  errno = 0;
-  const long x = std::strtol(v, &end, 10);
-  if (errno != 0 || *end != '\0' || x < 0 || x > 1'000'000)
-    throw Error(std::string("World: ") + name + "='" + v + "' is not a non-negative integer");
+  std::uint64_t x = 0;
+  std::string why;
+  if (!parse_uint(v, 0, 1'000'000, x, why)) throw Error(std::string("World: ") + name + "='" + v + "' " + why);
   return static_cast<int>(x);
 }
 
 std::chrono::milliseconds bootstrap_timeout() {
   const char* v = std::getenv("GV_BOOTSTRAP_TIMEOUT");
   if (v == nullptr || *v == '\0') return std::chrono::seconds(60);
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  if (*end != '\0' || !(s > 0) || s > 86400)
-    throw Error(std::string("World: GV_BOOTSTRAP_TIMEOUT='") + v + "' is not a number of seconds in (0, 86400]");
+  double s = 0;
+  std::string why;
+  if (!parse_seconds(v, 86400, s, why)) throw Error(std::string("World: GV_BOOTSTRAP_TIMEOUT='") + v + "' " + why);
   return std::chrono::milliseconds(static_cast<long long>(s * 1000));
 }
 

@@ -38,6 +38,9 @@ class Bootstrap {
   /// `why` where the bootstrap can tell them (threads of one process; a TCP or MPI peer sees
   /// the connection close or the job end).
   virtual void abandon(const std::string& why) { (void)why; }
+  /// Whether a peer died or a collective failed: then the last collective (finalize) and a
+  /// launcher's own teardown with that peer (MPI_Finalize) may not be waited for.
+  virtual bool failed() const { return false; }
 };
 
 using Clock = std::chrono::steady_clock;
@@ -49,8 +52,13 @@ int env_int(const char* name);
 /// GV_BOOTSTRAP_TIMEOUT (seconds), default 60: the limit of each collective step.
 std::chrono::milliseconds bootstrap_timeout();
 
-/// TCP rendezvous at `root` ("host:port"; rank 0 listens there).
-std::unique_ptr<Bootstrap> tcp_bootstrap(int rank, int size, const std::string& root, std::chrono::milliseconds timeout);
+/// TCP rendezvous at `root` ("host:port"; rank 0 listens there, on `listen_fd` when it is
+/// already listening: see tcp_listen_any).
+std::unique_ptr<Bootstrap> tcp_bootstrap(int rank, int size, const std::string& root, std::chrono::milliseconds timeout,
+                                         int listen_fd = -1);
+/// A socket listening on every interface at a port the system picks (`port`), for rank 0 of a
+/// TCP rendezvous whose address travels some other way (MPI).
+int tcp_listen_any(int backlog, int& port);
 /// `n` bootstraps of one process, for n threads.
 std::vector<std::unique_ptr<Bootstrap>> local_bootstraps(int n, std::chrono::milliseconds timeout);
 /// A job of one.

@@ -24,6 +24,7 @@
 
 #include <gpuverbs/host/verbs.hpp>
 
+#include "../parse.hpp"
 #include "bootstrap.hpp"
 
 namespace gv::detail {
@@ -113,9 +114,9 @@ sockaddr_in parse_root(const std::string& root) {
   if (colon == std::string::npos || colon == 0 || colon + 1 == root.size())
     throw Error("World (tcp): GV_ROOT='" + root + "' is not host:port");
   const std::string host = root.substr(0, colon), port = root.substr(colon + 1);
-  char* end = nullptr;
-  const long p = std::strtol(port.c_str(), &end, 10);
-  if (*end != '\0' || p <= 0 || p > 65535) throw Error("World (tcp): GV_ROOT='" + root + "': bad port '" + port + "'");
+  std::uint64_t p = 0;
+  std::string why;
+  if (!parse_uint(port, 1, 65535, p, why)) throw Error("World (tcp): GV_ROOT='" + root + "': the port '" + port + "' " + why);
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -133,8 +134,9 @@ std::string errno_text() { return std::strerror(errno); }
 
 class TcpBootstrap final : public Bootstrap {
  public:
-  TcpBootstrap(int rank, int size, const std::string& root, std::chrono::milliseconds timeout)
-      : rank_(rank), size_(size), root_(root), timeout_(timeout), fds_(static_cast<std::size_t>(size), -1) {
+  TcpBootstrap(int rank, int size, const std::string& root, std::chrono::milliseconds timeout, int listen_fd)
+      : rank_(rank), size_(size), root_(root), timeout_(timeout), fds_(static_cast<std::size_t>(size), -1),
+        listen_fd_(listen_fd) {
     const sockaddr_in addr = parse_root(root);
     try {
       if (rank == 0) accept_all(addr);
@@ -176,14 +178,16 @@ class TcpBootstrap final : public Bootstrap {
  private:
   // ---- setup ----
   void accept_all(const sockaddr_in& addr) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0) throw Error("World (tcp): socket(): " + errno_text());
-    const int one = 1;
-    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0)
-      throw Error("World (tcp): rank 0 cannot listen at GV_ROOT=" + root_ + ": " + errno_text() +
-                  " (is another job using that port?)");
-    if (::listen(listen_fd_, size_) != 0) throw Error("World (tcp): listen(): " + errno_text());
+    if (listen_fd_ < 0) {
+      listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (listen_fd_ < 0) throw Error("World (tcp): socket(): " + errno_text());
+      const int one = 1;
+      ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0)
+        throw Error("World (tcp): rank 0 cannot listen at GV_ROOT=" + root_ + ": " + errno_text() +
+                    " (is another job using that port?)");
+      if (::listen(listen_fd_, size_) != 0) throw Error("World (tcp): listen(): " + errno_text());
+    }
     const auto deadline = Clock::now() + timeout_;
     int joined = 1;
     while (joined < size_) {
@@ -324,7 +328,7 @@ class TcpBootstrap final : public Bootstrap {
     if (recv_all(fd, s.data(), s.size(), until) != Io::kOk) return "World (tcp): rank 0 reported a failure and closed";
     return s;
   }
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  bool failed() const override { return failed_.load(std::memory_order_acquire); }
   std::string failure() const {
     std::lock_guard lk(failure_mu_);
     return failure_;
@@ -427,8 +431,26 @@ class TcpBootstrap final : public Bootstrap {
 
 }  // namespace
 
-std::unique_ptr<Bootstrap> tcp_bootstrap(int rank, int size, const std::string& root, std::chrono::milliseconds timeout) {
-  return std::make_unique<TcpBootstrap>(rank, size, root, timeout);
+std::unique_ptr<Bootstrap> tcp_bootstrap(int rank, int size, const std::string& root, std::chrono::milliseconds timeout,
+                                         int listen_fd) {
+  return std::make_unique<TcpBootstrap>(rank, size, root, timeout, listen_fd);
+}
+
+int tcp_listen_any(int backlog, int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error("World (tcp): socket(): " + errno_text());
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd, backlog) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    throw Error("World (tcp): rank 0 cannot listen on a TCP port: " + why);
+  }
+  port = ntohs(a.sin_port);
+  return fd;
 }
 
 }  // namespace gv::detail

@@ -99,9 +99,18 @@ static_assert(sizeof(Peer) == 40);
 /// so the same offset on every rank). User allocations start at Endpoint::user_offset.
 struct alignas(64) Reserved {
   std::uint64_t barrier_epoch = 0;  ///< barriers this rank has entered (only it writes it)
-  std::byte pad[56] = {};
+  /// Raised by the World (World::abort(), a dead peer): every operation of this rank returns
+  /// kAborted. A word of the heap, so the check costs a local load, not a read of host memory.
+  std::uint32_t aborted = 0;
+  std::byte pad[52] = {};
   // followed by `arrive[size]`: arrive[q] = the last barrier epoch rank q announced here
 };
+static_assert(sizeof(Reserved) == 64);
+
+/// barrier_epoch and arrive[q] after a barrier failed (timeout, abort, error): the ranks' epochs
+/// are no longer known to agree, so every later barrier of every rank it reaches returns
+/// kBarrierBroken instead of passing on a stale arrival.
+inline constexpr std::uint64_t kBrokenEpoch = ~std::uint64_t{0};
 
 struct Endpoint {
   std::uint32_t version = kEndpointVersion;

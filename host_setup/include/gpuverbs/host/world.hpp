@@ -7,7 +7,8 @@
 //
 // Ranks come from, in this order:
 //   - MPI, when gpuverbs is built with it and the process was started by mpirun (or MPI is
-//     already initialised);
+//     already initialised): MPI finds the ranks, the collectives and liveness then run over the
+//     TCP rendezvous (rank 0 listens on a port of its host; the others must reach it);
 //   - the built-in TCP rendezvous: GV_RANK, GV_SIZE and GV_ROOT=host:port (rank 0 listens
 //     there), e.g. as `gvrun -n 4 ./app` sets them;
 //   - otherwise a single rank.
@@ -16,13 +17,26 @@
 //
 // Transports per peer: kSelf for this rank, kP2p where the peer's heap can be mapped here (the
 // same GPU, a GPU with peer access, CUDA IPC on this host; shared memory for host ranks), kIb
-// otherwise (the software HCA: the GPU engine for GPU heaps, the CPU engine for host heaps).
+// otherwise (the software HCA: the GPU engine for GPU heaps, the CPU engine for host heaps;
+// WorldOptions::ib_engine chooses).
 // WorldOptions::transport (or GV_TRANSPORT=p2p|ib) forces one.
 //
-// Failure: every collective step has a time limit (GV_BOOTSTRAP_TIMEOUT seconds, default 60)
-// and names the ranks that did not arrive; a rank whose process dies is noticed by the others
-// within about a second: their World raises its abort flag (every device wait ends with
-// kAborted) and its host calls throw an Error that names the rank. Nothing here calls exit().
+// Failures (the rma side: the table in <gpuverbs/rma.hpp>):
+//   failure                          host calls (check, barrier,      the rank's rma          left behind
+//                                    allgather)                       operations
+//   a collective step runs past      throw, naming the ranks that     unaffected              every later collective
+//   GV_BOOTSTRAP_TIMEOUT (60 s)      did not arrive                                           throws too
+//   a peer's process dies (gvrun     throw, naming the dead rank,     kAborted (waits end,    ~World waits for nobody:
+//   or mpirun: the TCP rendezvous    within about a second            new ones refused)       its last collective fails
+//   beside MPI notices it)                                                                    at once; an MPI the World
+//                                                                                             started is not finalized
+//   World::abort()                   throw "World::abort() was        kAborted, every         irreversible
+//                                    called"                          transport
+//   the software HCA's asynchronous  throw with the reason            kAborted                the HCA stopped
+//   error (engine stopped, overrun)
+// Bad arguments to host calls (null buffers, impossible sizes, bad environment values) throw an
+// Error saying what to pass; nothing is sent. Nothing here calls exit(), and no destructor
+// waits without a bound (the last collective has the bootstrap's time limit).
 //
 // Lifetime: the World outlives every kernel or thread using its endpoint and heap.
 #pragma once
@@ -50,6 +64,13 @@ struct WorldOptions {
   /// in WQEs.
   std::uint32_t ib_lanes = 4;
   std::uint32_t ib_depth = 128;
+  /// ib: who executes the software HCA's work requests (GV_IB_ENGINE=auto|cpu|gpu overrides).
+  /// kAuto: the GPU engine for GPU heaps, the CPU engine for host heaps. kCpu on GPU ranks: a
+  /// host thread, with the heaps in pinned host memory mapped into the GPU (kernels reach them
+  /// over PCIe): nothing resident runs on the GPU, so a device-wide synchronisation
+  /// (cudaDeviceSynchronize) never waits for an engine. kGpu: a resident engine kernel, fast,
+  /// but cudaDeviceSynchronize and cudaFree wait for it forever unless quiesce() comes first.
+  enum class Engine : std::uint8_t { kAuto, kCpu, kGpu } ib_engine = Engine::kAuto;
   /// ib: the software HCA engine's warps (GPU engine), see DeviceOptions::engine_warps.
   std::uint32_t ib_engine_warps = 4;
   /// kGpu: the CUDA device of this rank; -1 = local rank modulo the visible GPUs.
@@ -101,7 +122,8 @@ class World {
 
   /// Host barrier over all ranks (the bootstrap); throws if a rank died or did not arrive.
   void barrier();
-  /// Every rank contributes `bytes` at `mine`; `all` gets size() * bytes, in rank order.
+  /// Every rank contributes `bytes` at `mine`; `all` gets size() * bytes, in rank order. Throws
+  /// (sending nothing) when a buffer is null with bytes > 0 or size() * bytes exceeds 1 TiB.
   void allgather(const void* mine, void* all, std::size_t bytes);
 
   /// Throws if a peer died (its message names the rank) or this rank's software HCA reported
@@ -113,7 +135,8 @@ class World {
   /// first error. For diagnosing a stuck or
   /// failing wait; reads the counters while kernels may run.
   std::string describe() const;
-  /// End every wait of this rank's endpoint with kAborted (irreversible).
+  /// End every wait of this rank's endpoint with kAborted, and make every later rma operation
+  /// of this rank return kAborted at once; check() throws from now on (irreversible).
   void abort();
 
   /// GPU engine (ib peers of a kGpu World): see Device::quiesce(). Needed around device-wide

@@ -46,11 +46,29 @@ GV_HD GV_INLINE bool heap_offset(const Endpoint& ep, const void* p, std::size_t 
   return off >= ep.user_offset && off <= ep.heap_bytes && n <= ep.heap_bytes - off;
 }
 
-/// Both checks of an operation on symmetric [dst, dst + n) at PE pe.
+/// Whether the World raised this rank's abort word (Reserved::aborted): then every operation
+/// returns kAborted. One load of this rank's heap.
+GV_HD GV_INLINE bool aborted(const Endpoint& ep) {
+  return ep.heap != nullptr && load_word(&reinterpret_cast<const Reserved*>(ep.heap)->aborted) != 0;
+}
+
+/// The checks of an operation on symmetric [dst, dst + n) at PE pe: the PE, the heap range,
+/// then whether the World was aborted.
 GV_HD GV_INLINE Status locate(const Endpoint& ep, const void* sym, std::size_t n, int pe, Route& peer,
                               std::uint64_t& off) {
   if (!route(ep, pe, peer)) return Status::kInvalidPe;
-  return heap_offset(ep, sym, n, off) ? Status::kOk : Status::kOutOfBounds;
+  if (!heap_offset(ep, sym, n, off)) return Status::kOutOfBounds;
+  return aborted(ep) ? Status::kAborted : Status::kOk;
+}
+
+/// The checks of a wait on a word of this rank's heap: in the heap, naturally aligned, and the
+/// World not aborted.
+template <class T>
+GV_HD GV_INLINE Status locate_local_word(const Endpoint& ep, const T* ivar) {
+  std::uint64_t off;
+  if (!heap_offset(ep, ivar, sizeof(T), off)) return Status::kOutOfBounds;
+  if (reinterpret_cast<std::uintptr_t>(ivar) % sizeof(T) != 0) return Status::kInvalidArgument;
+  return aborted(ep) ? Status::kAborted : Status::kOk;
 }
 
 /// Run f on the group's leader; every member gets its result.
@@ -220,6 +238,7 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
 namespace detail {
 template <class G>
 GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
+  if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
   Route peer;
   std::uint64_t off;
   const Status st = locate(ep, dst, bytes, pe, peer, off);
@@ -241,6 +260,7 @@ GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std
 
 template <class G>
 GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
+  if (dst == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
   Route peer;
   std::uint64_t off;
   Status st = locate(ep, src, bytes, pe, peer, off);
@@ -263,6 +283,7 @@ GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std
 template <class G>
 GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes,
                                     std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe, bool wait) {
+  if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
   Route peer;
   std::uint64_t off, sig_off;
   Status st = locate(ep, dst, bytes, pe, peer, off);
@@ -399,8 +420,7 @@ GV_HD Status signal(const Endpoint& ep, std::uint64_t* sig, std::uint64_t value,
 template <class G, class T>
 GV_HD Status wait_until(const Endpoint& ep, const T* ivar, Cmp cmp, T value, T* seen) {
   static_assert(detail::is_atomic_int_v<T>, "rma::wait_until waits on a 4- or 8-byte integer");
-  std::uint64_t off;
-  if (!detail::heap_offset(ep, ivar, sizeof(T), off)) return Status::kOutOfBounds;
+  if (const Status st = detail::locate_local_word(ep, ivar); st != Status::kOk) return st;
   struct R {
     Status st;
     T v;
@@ -416,8 +436,7 @@ GV_HD Status wait_until(const Endpoint& ep, const T* ivar, Cmp cmp, T value, T* 
 template <class G, class T>
 GV_HD bool test(const Endpoint& ep, const T* ivar, Cmp cmp, T value) {
   static_assert(detail::is_atomic_int_v<T>, "rma::test reads a 4- or 8-byte integer");
-  std::uint64_t off;
-  if (!detail::heap_offset(ep, ivar, sizeof(T), off)) return false;
+  if (detail::locate_local_word(ep, ivar) != Status::kOk) return false;
   return detail::on_leader<G>([&] {
     return compare(detail::load_word(ivar), cmp, value) && compare(detail::signal_seen_before_data(ivar), cmp, value);
   });
@@ -482,10 +501,9 @@ template <class G>
 GV_HD Status fence(const Endpoint& ep) {
   // ib: a block's operations to one peer share a lane, executed in order. p2p and self: the
   // stores themselves need ordering.
-  (void)ep;
   G::sync();
   if (G::index() == 0) detail::data_before_signal();
-  return Status::kOk;
+  return detail::aborted(ep) ? Status::kAborted : Status::kOk;
 }
 
 template <class G>
@@ -493,6 +511,7 @@ GV_HD Status quiet(const Endpoint& ep) {
   G::sync();
   return detail::on_leader<G>([&] {
     detail::puts_complete();
+    if (detail::aborted(ep)) return Status::kAborted;
     for (std::uint32_t q = 0; q < ep.size; ++q) {
       const Peer& peer = ep.peers[q];
       if (peer.transport != Transport::kIb) continue;
@@ -503,34 +522,57 @@ GV_HD Status quiet(const Endpoint& ep) {
   });
 }
 
+namespace detail {
+/// `value` into this rank's arrive slot at every peer: the barrier's announcement (an inline
+/// WRITE over ib, a store over p2p). The first failure is returned; the other peers still get it.
+template <class G>
+GV_HD inline Status announce(const Endpoint& ep, std::uint64_t value) {
+  const std::uint64_t mine = ep.arrive_offset + 8 * std::uint64_t{ep.rank};
+  Status first = Status::kOk;
+  for (std::uint32_t q = 0; q < ep.size; ++q) {
+    if (q == ep.rank) continue;
+    const Peer& peer = ep.peers[q];
+    if (peer.transport == Transport::kIb) {
+      Posted posted;
+      const Status s = ib_signal(ep, peer, lane_for(peer, G::queue_hint()), mine, value, SignalOp::kSet, posted);
+      if (first == Status::kOk) first = s;
+    } else {
+      store_word(reinterpret_cast<std::uint64_t*>(peer.base + mine), value);
+    }
+  }
+  return first;
+}
+
+/// A barrier failed: its epoch is unknown to the peers, so mark it broken here and, as far as
+/// they can be reached, at every peer (their barriers then refuse too, instead of passing on
+/// this rank's earlier arrival).
+template <class G>
+GV_HD inline Status break_barrier(const Endpoint& ep, Status why) {
+  reinterpret_cast<Reserved*>(ep.heap)->barrier_epoch = kBrokenEpoch;
+  (void)announce<G>(ep, kBrokenEpoch);
+  for (std::uint32_t q = 0; q < ep.size; ++q)  // landed before this barrier returns
+    if (ep.peers[q].transport == Transport::kIb) (void)ib_quiet_peer(ep, ep.peers[q]);
+  return why;
+}
+}  // namespace detail
+
 template <class G>
 GV_HD Status barrier(const Endpoint& ep) {
   Status st = quiet<G>(ep);
   if (st != Status::kOk) return st;
   st = detail::on_leader<G>([&] {
     auto* res = reinterpret_cast<Reserved*>(ep.heap);
+    if (res->barrier_epoch == kBrokenEpoch) return Status::kBarrierBroken;
     const std::uint64_t epoch = res->barrier_epoch + 1;
     res->barrier_epoch = epoch;
-    auto* arrive = reinterpret_cast<std::uint64_t*>(ep.heap + ep.arrive_offset);
-    const std::uint64_t mine = ep.arrive_offset + 8 * std::uint64_t{ep.rank};
-    for (std::uint32_t q = 0; q < ep.size; ++q) {
-      if (q == ep.rank) continue;
-      const Peer& peer = ep.peers[q];
-      if (peer.transport == Transport::kIb) {
-        detail::Posted posted;
-        const Status s = detail::ib_signal(ep, peer, detail::lane_for(peer, G::queue_hint()), mine, epoch,
-                                           SignalOp::kSet, posted);
-        if (s != Status::kOk) return s;
-      } else {
-        detail::store_word(reinterpret_cast<std::uint64_t*>(peer.base + mine), epoch);
-      }
-    }
+    if (const Status s = detail::announce<G>(ep, epoch); s != Status::kOk) return detail::break_barrier<G>(ep, s);
+    const auto* arrive = reinterpret_cast<const std::uint64_t*>(ep.heap + ep.arrive_offset);
     for (std::uint32_t q = 0; q < ep.size; ++q) {
       if (q == ep.rank) continue;
       const std::uint64_t* a = arrive + q;
       const Status s = sync::bounded_wait([&] { return detail::load_word(a) >= epoch; }, ep.budget, ep.abort);
-      if (s != Status::kOk) return s;
-      (void)detail::signal_seen_before_data(a);
+      if (s != Status::kOk) return detail::break_barrier<G>(ep, s);
+      if (detail::signal_seen_before_data(a) == kBrokenEpoch) return detail::break_barrier<G>(ep, Status::kBarrierBroken);
     }
     return Status::kOk;
   });
