@@ -26,24 +26,12 @@
 
 #include "../parse.hpp"
 #include "bootstrap.hpp"
+#include "bootstrap_wire.hpp"
 
 namespace gv::detail {
 namespace {
 
-constexpr std::uint32_t kMagic = 0x67765731;  // "gvW1"
-
-enum MsgType : std::uint32_t { kHello = 1, kWelcome, kGather, kResult, kFail };
-
-struct Header {
-  std::uint32_t type = 0;
-  std::uint32_t rank = 0;
-  std::uint64_t len = 0;  ///< payload bytes that follow
-};
-
-struct Hello {
-  std::uint32_t magic = kMagic;
-  std::uint32_t size = 0;
-};
+using namespace wire;  // the messages and the checks made of them (bootstrap_wire.hpp)
 
 enum class Io { kOk, kEof, kTimeout, kError };
 
@@ -203,18 +191,14 @@ class TcpBootstrap final : public Bootstrap {
       Header h;
       Hello hello;
       const auto hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
-      if (recv_all(fd, &h, sizeof(h), hello_deadline) != Io::kOk || h.type != kHello || h.len != sizeof(hello) ||
+      if (recv_all(fd, &h, sizeof(h), hello_deadline) != Io::kOk || !is_hello(h) ||
           recv_all(fd, &hello, sizeof(hello), hello_deadline) != Io::kOk || hello.magic != kMagic) {
         ::close(fd);  // not one of ours (a port scan, another program)
         continue;
       }
-      const std::string who = "rank " + std::to_string(h.rank);
-      if (static_cast<int>(hello.size) != size_ || h.rank == 0 || static_cast<int>(h.rank) >= size_ ||
-          fds_[h.rank] >= 0) {
-        const std::string why =
-            static_cast<int>(hello.size) != size_
-                ? "World (tcp): " + who + " says GV_SIZE=" + std::to_string(hello.size) + ", rank 0 has GV_SIZE=" + std::to_string(size_)
-                : "World (tcp): " + who + " is out of range or joined twice (GV_SIZE=" + std::to_string(size_) + ")";
+      std::vector<bool> in(fds_.size());
+      for (std::size_t r = 0; r < fds_.size(); ++r) in[r] = fds_[r] >= 0;
+      if (const std::string why = refusal(h, hello, size_, in); !why.empty()) {
         (void)send_msg(fd, kFail, 0, why.data(), why.size(), hello_deadline);
         ::close(fd);
         fail_all(why);
@@ -255,7 +239,7 @@ class TcpBootstrap final : public Bootstrap {
       throw Error("World (tcp): rank 0 did not admit rank " + std::to_string(rank_) + " within " + seconds() +
                   " s: some other rank did not join");
     if (io != Io::kOk) throw Error("World (tcp): rank 0 closed the connection while rank " + std::to_string(rank_) + " joined");
-    if (h.type == kFail) throw Error(read_text(fd, h.len, deadline));
+    if (h.type == kFail) throw Error(read_text(fd, h, deadline));
     if (h.type != kWelcome) throw Error("World (tcp): unexpected message from rank 0 while joining");
   }
 
@@ -286,7 +270,7 @@ class TcpBootstrap final : public Bootstrap {
         Header h;
         const Io io = recv_all(p.fd, &h, sizeof(h), deadline);
         if (io != Io::kOk) fail_all(death_of(r));
-        if (h.type != kGather || h.len != bytes)
+        if (!gather_header_ok(h, bytes))
           fail_all("World (tcp): rank " + std::to_string(r) + " passed " + std::to_string(h.len) +
                    " bytes to collective #" + std::to_string(collective_) + ", rank 0 passed " + std::to_string(bytes));
         if (bytes != 0 && recv_all(p.fd, out + static_cast<std::size_t>(r) * bytes, bytes, deadline) != Io::kOk)
@@ -309,9 +293,9 @@ class TcpBootstrap final : public Bootstrap {
       fail_local("World (tcp): collective #" + std::to_string(collective_) + " did not complete within " + seconds() +
                  " s: rank 0 or another rank did not reach it");
     if (io != Io::kOk) fail_local(death_of(0));
-    if (h.type == kFail) fail_local(read_text(fd, h.len, deadline));
+    if (h.type == kFail) fail_local(read_text(fd, h, deadline));
     const std::size_t total = static_cast<std::size_t>(size_) * bytes;
-    if (h.type != kResult || h.len != total) fail_local("World (tcp): a malformed reply from rank 0");
+    if (!result_header_ok(h, size_, bytes)) fail_local("World (tcp): a malformed reply from rank 0");
     if (total != 0 && recv_all(fd, all, total, deadline) != Io::kOk) fail_local(death_of(0));
   }
 
@@ -322,8 +306,8 @@ class TcpBootstrap final : public Bootstrap {
   }
   /// A failure's text, which follows its header: read with a second's grace past `deadline`,
   /// since rank 0 reports a timeout when the ranks' common deadline has just passed.
-  std::string read_text(int fd, std::uint64_t len, Clock::time_point deadline) {
-    std::string s(static_cast<std::size_t>(len > 4096 ? 4096 : len), '\0');
+  std::string read_text(int fd, const Header& h, Clock::time_point deadline) {
+    std::string s(fail_text_bytes(h), '\0');
     const Clock::time_point until = std::max(deadline, Clock::now() + std::chrono::seconds(1));
     if (recv_all(fd, s.data(), s.size(), until) != Io::kOk) return "World (tcp): rank 0 reported a failure and closed";
     return s;
@@ -392,7 +376,7 @@ class TcpBootstrap final : public Bootstrap {
           const auto deadline = Clock::now() + std::chrono::seconds(1);
           if (::recv(p.fd, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof(h)) && h.type == kFail &&
               recv_all(p.fd, &h, sizeof(h), deadline) == Io::kOk) {
-            record(read_text(p.fd, h.len, deadline));
+            record(read_text(p.fd, h, deadline));
             break;
           }
         }
