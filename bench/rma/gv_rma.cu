@@ -239,7 +239,7 @@ template <class G>
 __global__ void raw_put_pingpong(int rank, const uint4* src, uint4* theirs, std::size_t bytes, std::uint64_t* mine_flag,
                                  std::uint64_t* their_flag, int warmup, int iters, std::uint64_t* cycles,
                                  Timing* timing, gv::Budget budget, std::uint32_t* st) {
-  constexpr unsigned kInFlight = 16;
+  constexpr unsigned kInFlight = std::is_same_v<G, rma::Thread> ? 16 : 4;  // as rma's copies
   const unsigned me = G::index(), cnt = G::count();
   const std::size_t words = bytes / 16;
   auto put = [&](std::uint64_t i) {

@@ -27,8 +27,10 @@ namespace detail {
 
 /// Header bit: the data travelled packed (ib), not as flagged words.
 inline constexpr std::uint32_t kLlPacked = 0x80000000u;
-/// Words a member loads (or stores) before it waits for any of them.
-inline constexpr unsigned kLlBatch = 16;
+/// Words a member polls before it waits for any of them: a thread alone needs many in flight,
+/// a warp's or block's members share the work (and a block's registers).
+template <class G>
+inline constexpr unsigned kLlBatch = std::is_same_v<G, Thread> ? 16 : (std::is_same_v<G, Warp> ? 4 : 2);
 
 GV_HD GV_INLINE constexpr std::uint64_t ll_word(std::uint32_t data, std::uint32_t seq) {
   return (std::uint64_t{seq} << 32) | data;
@@ -53,14 +55,10 @@ GV_HD GV_INLINE void ll_scatter(unsigned char* d, std::size_t n, std::size_t k, 
   for (unsigned b = 0; b < 4 && at + b < n; ++b) d[at + b] = static_cast<unsigned char>(v >> (8 * b));
 }
 
-/// The credit and sent words of this rank's copy, in one load (one round trip to L2).
+/// The credit and sent words of this rank's copy: two loads in flight together.
 GV_HD GV_INLINE void ll_load_credit(const std::uint64_t* p, std::uint64_t& credit, std::uint64_t& sent) {
-#if GV_DEVICE_PASS
-  asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(credit), "=l"(sent) : "l"(p) : "memory");
-#else
   credit = load_word(p);
   sent = load_word(p + 1);
-#endif
 }
 
 /// The worst status of the group's members (kOk unless one failed); a group-wide sync point.
@@ -87,24 +85,26 @@ GV_HD GV_INLINE Status group_worst(Status s) {
   return s;
 }
 
-/// This member's data words of round seq, each stored whole with its flag.
+/// This member's data words of round seq, each stored whole with its flag. Four source words
+/// are loaded before the first store (the stores may alias the source, so the compiler keeps
+/// them in order).
 template <class G>
 GV_HD GV_INLINE void ll_send_words(std::uint64_t* words, const unsigned char* s, std::size_t n, std::uint32_t seq) {
-  const std::size_t count = (n + 3) / 4;
+  const std::size_t count = (n + 3) / 4, full = n / 4;
   const unsigned me = G::index(), cnt = G::count();
-  for (std::size_t k0 = me; k0 < count; k0 += std::size_t{kLlBatch} * cnt) {
-    std::uint32_t v[kLlBatch];
-#if GV_DEVICE_PASS
-#pragma unroll
-#endif
-    for (unsigned j = 0; j < kLlBatch; ++j)
-      if (k0 + std::size_t{j} * cnt < count) v[j] = ll_gather(s, n, k0 + std::size_t{j} * cnt);
-#if GV_DEVICE_PASS
-#pragma unroll
-#endif
-    for (unsigned j = 0; j < kLlBatch; ++j)
-      if (k0 + std::size_t{j} * cnt < count) store_word(words + k0 + std::size_t{j} * cnt, ll_word(v[j], seq));
+  std::size_t k = me;
+  if ((reinterpret_cast<std::uintptr_t>(s) & 3u) == 0) {
+    const auto* s32 = reinterpret_cast<const std::uint32_t*>(s);
+    for (; k + 3 * std::size_t{cnt} < full; k += 4 * std::size_t{cnt}) {
+      const std::uint32_t a = s32[k], b = s32[k + cnt], c = s32[k + 2 * std::size_t{cnt}], e = s32[k + 3 * std::size_t{cnt}];
+      store_word(words + k, ll_word(a, seq));
+      store_word(words + k + cnt, ll_word(b, seq));
+      store_word(words + k + 2 * std::size_t{cnt}, ll_word(c, seq));
+      store_word(words + k + 3 * std::size_t{cnt}, ll_word(e, seq));
+    }
+    for (; k < full; k += cnt) store_word(words + k, ll_word(s32[k], seq));
   }
+  for (; k < count; k += cnt) store_word(words + k, ll_word(ll_gather(s, n, k), seq));
 }
 
 /// This member's part of receiving round seq: the header (every member watches it: it says how
@@ -121,7 +121,7 @@ GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std
   bool packed = false;
   std::size_t k0 = me;
   do {
-    std::uint64_t w[kLlBatch] = {};
+    std::uint64_t w[kLlBatch<G>] = {};
     const Status s = sync::bounded_wait(
         [&] {
           if (ll_seq(h) != seq) h = load_word(hdr);
@@ -130,13 +130,13 @@ GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
-          for (unsigned j = 0; j < kLlBatch; ++j)
+          for (unsigned j = 0; j < kLlBatch<G>; ++j)
             if (k0 + std::size_t{j} * cnt < count && ll_seq(w[j]) != seq) w[j] = load_word(words + k0 + std::size_t{j} * cnt);
           bool all = ll_seq(h) == seq;
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
-          for (unsigned j = 0; j < kLlBatch; ++j)
+          for (unsigned j = 0; j < kLlBatch<G>; ++j)
             if (k0 + std::size_t{j} * cnt < count) all = all && ll_seq(w[j]) == seq;
           return all;
         },
@@ -146,9 +146,9 @@ GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
-    for (unsigned j = 0; j < kLlBatch; ++j)
+    for (unsigned j = 0; j < kLlBatch<G>; ++j)
       if (k0 + std::size_t{j} * cnt < count) ll_scatter(out, n, k0 + std::size_t{j} * cnt, static_cast<std::uint32_t>(w[j]));
-    k0 += std::size_t{kLlBatch} * cnt;
+    k0 += std::size_t{kLlBatch<G>} * cnt;
   } while (k0 < count);
   if (packed) {
     // Over ib the header is a signal after the data: acquire it as wait_until does, then copy.
