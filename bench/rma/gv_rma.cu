@@ -58,29 +58,40 @@ using gv::bench::LoopClock;
 using gv::bench::settle;
 using gv::bench::Timing;
 
-template <class G>
-__device__ __forceinline__ Status send(const Endpoint& ep, int op, std::byte* buf, const std::byte* src, std::size_t bytes,
+template <class G, int kOp>
+__device__ __forceinline__ Status send(const Endpoint& ep, std::byte* buf, const std::byte* src, std::size_t bytes,
                                        std::uint64_t* sig, std::uint64_t i, int peer) {
-  if (op == 0) return rma::p<G>(ep, sig, i, peer);
-  return rma::put_signal<G>(ep, buf, src, bytes, sig, i, rma::SignalOp::kSet, peer);
+  if constexpr (kOp == 0) return rma::p<G>(ep, sig, i, peer);
+  else if constexpr (kOp == 2) return rma::put_ll<G>(ep, buf, src, bytes, static_cast<std::uint32_t>(i), peer);
+  else return rma::put_signal<G>(ep, buf, src, bytes, sig, i, rma::SignalOp::kSet, peer);
 }
 
-/// Ping-pong between ranks 0 and 1: op 0 = p of the round number, op 1 = put_signal.
-template <class G>
-__global__ void pingpong(__grid_constant__ const Endpoint ep, int op, std::byte* buf, const std::byte* src,
+/// The wait that ends a half round trip: wait_ll of round i into `out` (op 2), else the signal.
+template <class G, int kOp>
+__device__ __forceinline__ Status receive(const Endpoint& ep, const std::byte* buf, std::byte* out, std::size_t bytes,
+                                          const std::uint64_t* sig, std::uint64_t i) {
+  if constexpr (kOp == 2) return rma::wait_ll<G>(ep, buf, bytes, static_cast<std::uint32_t>(i), out);
+  else return rma::wait_until<G>(ep, sig, rma::Cmp::kGe, i);
+}
+
+/// Ping-pong between ranks 0 and 1: op 0 = p of the round number, op 1 = put_signal, op 2 =
+/// put_ll of `bytes` into the LL buffer `buf` (wait_ll copies the reply to `out`).
+template <class G, int kOp>
+__global__ void pingpong(__grid_constant__ const Endpoint ep, std::byte* buf, const std::byte* src, std::byte* out,
                          std::size_t bytes, std::uint64_t* sig, int warmup, int iters, std::uint64_t* cycles,
                          Timing* timing, std::uint32_t* st) {
   const int rank = static_cast<int>(ep.rank), peer = 1 - rank;
   LoopClock clock{warmup, cycles, rank == 0 && G::index() == 0};
   for (int i = 1; i <= warmup + iters; ++i) {
     clock.begin(i);
+    const auto round = static_cast<std::uint64_t>(i);
     Status s;
     if (rank == 0) {
-      s = send<G>(ep, op, buf, src, bytes, sig, static_cast<std::uint64_t>(i), peer);
-      if (s == Status::kOk) s = rma::wait_until<G>(ep, sig, rma::Cmp::kGe, static_cast<std::uint64_t>(i));
+      s = send<G, kOp>(ep, buf, src, bytes, sig, round, peer);
+      if (s == Status::kOk) s = receive<G, kOp>(ep, buf, out, bytes, sig, round);
     } else {
-      s = rma::wait_until<G>(ep, sig, rma::Cmp::kGe, static_cast<std::uint64_t>(i));
-      if (s == Status::kOk) s = send<G>(ep, op, buf, src, bytes, sig, static_cast<std::uint64_t>(i), peer);
+      s = receive<G, kOp>(ep, buf, out, bytes, sig, round);
+      if (s == Status::kOk) s = send<G, kOp>(ep, buf, src, bytes, sig, round, peer);
     }
     if (s != Status::kOk) {
       if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
@@ -163,6 +174,27 @@ __global__ void put_rate(__grid_constant__ const Endpoint ep, std::byte* dst, co
   if (s != Status::kOk && G::index() == 0) atomicMax(st, static_cast<std::uint32_t>(s));
 }
 
+/// The rounds of a raw ping-pong: rank 0 puts round i then waits for it, rank 1 waits then puts;
+/// false as soon as a wait times out.
+template <class Put, class Wait>
+__device__ bool raw_rounds(int rank, int warmup, int iters, LoopClock& clock, Put& put, Wait& wait) {
+  for (int i = 1; i <= warmup + iters; ++i) {
+    clock.begin(i);
+    const auto round = static_cast<std::uint32_t>(i);
+    bool ok = true;
+    if (rank == 0) {
+      put(round);
+      ok = wait(round);
+    } else {
+      ok = wait(round);
+      if (ok) put(round);
+    }
+    if (!ok) return false;
+    clock.end(i);
+  }
+  return true;
+}
+
 /// Anchor: raw ping-pong with the flag in every 8-byte word ({4 bytes data, 4 bytes flag}),
 /// stored straight to the peer's memory: what a put_signal of 8 bytes could cost at best.
 __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, std::uint64_t* theirs, int warmup,
@@ -184,49 +216,9 @@ __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, st
     return true;
   };
   LoopClock clock{warmup, cycles, rank == 0};
-  for (int i = 1; i <= warmup + iters; ++i) {
-    clock.begin(i);
-    bool ok = true;
-    if (rank == 0) {
-      put(static_cast<std::uint32_t>(i));
-      ok = wait(static_cast<std::uint32_t>(i));
-    } else {
-      ok = wait(static_cast<std::uint32_t>(i));
-      if (ok) put(static_cast<std::uint32_t>(i));
-    }
-    if (!ok) {
-      *st = static_cast<std::uint32_t>(Status::kTimeout);
-      return;
-    }
-    clock.end(i);
-  }
-  clock.finish(timing);
-}
-
-/// Ping-pong of flag-in-data messages: put_ll of `bytes` into the peer's copy of `box`, wait_ll
-/// of the peer's reply into `out`; round i carries seq i.
-template <class G>
-__global__ void ll_pingpong(__grid_constant__ const Endpoint ep, std::byte* box, const std::byte* src, std::byte* out,
-                            std::size_t bytes, int warmup, int iters, std::uint64_t* cycles, Timing* timing,
-                            std::uint32_t* st) {
-  const int rank = static_cast<int>(ep.rank), peer = 1 - rank;
-  LoopClock clock{warmup, cycles, rank == 0 && G::index() == 0};
-  for (int i = 1; i <= warmup + iters; ++i) {
-    clock.begin(i);
-    const auto seq = static_cast<std::uint32_t>(i);
-    Status s;
-    if (rank == 0) {
-      s = rma::put_ll<G>(ep, box, src, bytes, seq, peer);
-      if (s == Status::kOk) s = rma::wait_ll<G>(ep, box, bytes, seq, out);
-    } else {
-      s = rma::wait_ll<G>(ep, box, bytes, seq, out);
-      if (s == Status::kOk) s = rma::put_ll<G>(ep, box, src, bytes, seq, peer);
-    }
-    if (s != Status::kOk) {
-      if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
-      return;
-    }
-    clock.end(i);
+  if (!raw_rounds(rank, warmup, iters, clock, put, wait)) {
+    *st = static_cast<std::uint32_t>(Status::kTimeout);
+    return;
   }
   clock.finish(timing);
 }
@@ -242,7 +234,7 @@ __global__ void raw_put_pingpong(int rank, const uint4* src, uint4* theirs, std:
   constexpr unsigned kInFlight = std::is_same_v<G, rma::Thread> ? 16 : 4;  // as rma's copies
   const unsigned me = G::index(), cnt = G::count();
   const std::size_t words = bytes / 16;
-  auto put = [&](std::uint64_t i) {
+  auto put = [&](std::uint32_t i) {
     for (std::size_t w0 = me; w0 < words; w0 += kInFlight * cnt) {
       uint4 v[kInFlight];
 #pragma unroll
@@ -257,10 +249,10 @@ __global__ void raw_put_pingpong(int rank, const uint4* src, uint4* theirs, std:
     G::sync();
     if (me == 0) {
       asm volatile("fence.acq_rel.sys;" ::: "memory");
-      asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(their_flag), "l"(i) : "memory");
+      asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(their_flag), "l"(std::uint64_t{i}) : "memory");
     }
   };
-  auto wait = [&](std::uint64_t i) {
+  auto wait = [&](std::uint32_t i) {
     bool ok = true;
     if (me == 0) {
       const std::uint64_t start = gtimer();
@@ -277,21 +269,9 @@ __global__ void raw_put_pingpong(int rank, const uint4* src, uint4* theirs, std:
     return G::from_leader(static_cast<std::uint32_t>(ok)) != 0;
   };
   LoopClock clock{warmup, cycles, rank == 0 && me == 0};
-  for (int i = 1; i <= warmup + iters; ++i) {
-    clock.begin(i);
-    bool ok = true;
-    if (rank == 0) {
-      put(static_cast<std::uint64_t>(i));
-      ok = wait(static_cast<std::uint64_t>(i));
-    } else {
-      ok = wait(static_cast<std::uint64_t>(i));
-      if (ok) put(static_cast<std::uint64_t>(i));
-    }
-    if (!ok) {
-      if (me == 0) *st = static_cast<std::uint32_t>(Status::kTimeout);
-      return;
-    }
-    clock.end(i);
+  if (!raw_rounds(rank, warmup, iters, clock, put, wait)) {
+    if (me == 0) *st = static_cast<std::uint32_t>(Status::kTimeout);
+    return;
   }
   clock.finish(timing);
 }
@@ -447,7 +427,8 @@ void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t ma
     p.reset();
     for (int r : {1, 0}) {
       p.on(r);
-      pingpong<G><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), op, p.buf[r], p.src[r], bytes, p.sig[r], warmup, iters, p.cycles,
+      auto* k = op == 0 ? pingpong<G, 0> : pingpong<G, 1>;
+      k<<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], nullptr, bytes, p.sig[r], warmup, iters, p.cycles,
                                              p.timing, p.st[r]);
       CUDA_OK(cudaGetLastError());
     }
@@ -470,8 +451,8 @@ void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
     }
     for (int r : {1, 0}) {
       p.on(r);
-      ll_pingpong<G><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], p.buf[r] + box, bytes, warmup, iters,
-                                                         p.cycles, p.timing, p.st[r]);
+      pingpong<G, 2><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], p.buf[r] + box, bytes, p.sig[r], warmup,
+                                                         iters, p.cycles, p.timing, p.st[r]);
       CUDA_OK(cudaGetLastError());
     }
     if (!p.finish("ll")) continue;

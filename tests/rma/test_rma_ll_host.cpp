@@ -15,27 +15,12 @@ class RmaLlHost : public RmaHost {};
 
 std::uint64_t seed_of(int sender, std::uint32_t round) { return (std::uint64_t(sender) << 32) ^ (round * 0x9e37u); }
 
-void fill(std::byte* p, std::size_t n, std::uint64_t seed) {
-  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::byte>(pattern_byte(seed, i));
-}
-/// Index of the first byte of [p, p + n) that is not stream `seed`, or n.
-std::size_t first_wrong(const std::byte* p, std::size_t n, std::uint64_t seed) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (p[i] != static_cast<std::byte>(pattern_byte(seed, i))) return i;
-  return n;
-}
-bool all_poison(const std::byte* p, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (p[i] != std::byte{kPoison}) return false;
-  return true;
-}
-
 }  // namespace
 
 // A ring: every rank sends round k to the next rank and receives round k from the one before, in
 // one buffer, for every size 0..kMax with source and destination each at every offset 0..7.
 TEST_P(RmaLlHost, EverySizeAtEveryAlignmentAroundARing) {
-  constexpr std::size_t kMax = 67;
+  constexpr std::size_t kMax = 41;
   auto box = alloc<std::byte>(rma::ll_bytes(kMax));
   auto src = alloc<std::byte>(kMax + 16), out = alloc<std::byte>(kMax + 16);
   on_ranks([&](int r) {
@@ -52,8 +37,8 @@ TEST_P(RmaLlHost, EverySizeAtEveryAlignmentAroundARing) {
         ASSERT_EQ(rma::wait_ll(ep(r), box[R], bytes, round, out[R] + oo), Status::kOk) << bytes << " B round " << round;
         ASSERT_EQ(first_wrong(out[R] + oo, bytes, seed_of(from, round)), bytes)
             << bytes << " bytes, source offset " << so << ", destination offset " << oo << ", rank " << r;
-        ASSERT_TRUE(all_poison(out[R], oo)) << "bytes before the destination changed";
-        ASSERT_TRUE(all_poison(out[R] + oo + bytes, kMax + 16 - oo - bytes)) << "bytes after the destination changed";
+        ASSERT_EQ(first_not(out[R], oo, kPoison), oo) << "bytes before the destination changed";
+        ASSERT_EQ(first_not(out[R] + oo + bytes, kMax + 16 - oo - bytes, kPoison), kMax + 16 - oo - bytes) << "bytes after the destination changed";
       }
     }
   });
@@ -63,7 +48,7 @@ TEST_P(RmaLlHost, EverySizeAtEveryAlignmentAroundARing) {
 // to be taken: each round arrives whole and in order.
 TEST_P(RmaLlHost, SenderRunningAheadWaitsAndNothingIsLost) {
   constexpr std::size_t kMax = 300;
-  constexpr std::uint32_t kRounds = 600;
+  constexpr std::uint32_t kRounds = 300;
   auto box = alloc<std::byte>(rma::ll_bytes(kMax));
   auto src = alloc<std::byte>(kMax), out = alloc<std::byte>(kMax);
   auto size_of = [](std::uint32_t k) { return static_cast<std::size_t>((k * 37u) % (kMax + 1)); };

@@ -1,8 +1,7 @@
 // Flag-in-data messages (the LL protocol of NCCL's collectives): every 8-byte store carries 4
 // data bytes and a 4-byte flag, the round's sequence number, so the receiver knows each word has
-// arrived when its flag does. No fence orders data before a signal, which is what makes a small
-// put_signal cost 2-3x a store (the system-scope fence waits for every data store's
-// acknowledgement); put_ll costs the stores.
+// arrived when its flag does. No fence orders data before a signal (put_signal's system-scope
+// fence waits for every data store's acknowledgement).
 //
 // An LL buffer is a symmetric allocation of ll_bytes(N) bytes (16-byte aligned; zeroed, as
 // World::alloc returns it) that carries messages of up to N bytes into each rank's copy:
@@ -18,9 +17,10 @@
 // ping-pong uses one buffer. put_ll waits (bounded) until the receiver has taken the previous
 // round: a sender running ahead waits, it never overwrites a round not yet read.
 //
-// Cost: put_ll is one local 16-byte load (the receiver's credit) and the data stores, twice the
-// data's bytes; wait_ll polls the words and stores the credit back to the sender. Over ib the
-// data travels as a put_signal (one WRITE, then the header word) with the same semantics.
+// Cost: put_ll loads this rank's credit and sent words (one round trip to memory) and stores the
+// data words, twice the data's bytes; wait_ll polls the words and stores the credit back to the
+// sender. Over ib the data travels as a put_signal (one WRITE, then the header word) with the
+// same semantics.
 //
 // LL128 (120 data bytes and one flag per 128-byte line) is not offered: it relies on a warp's
 // 128-byte store reaching the peer as one, which no test here has shown on this hardware.

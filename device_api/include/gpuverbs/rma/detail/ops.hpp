@@ -406,16 +406,8 @@ GV_HD Status wait_until(const Endpoint& ep, const T* ivar, Cmp cmp, T value, T* 
     T v;
   };
   const R r = detail::on_leader<G>([&]() -> R {
-    // Every poll is the acquire load, so the one that succeeds already orders what follows: no
-    // second round trip to memory after the value arrives.
-    T v{};
-    const Status s = sync::bounded_wait(
-        [&] {
-          v = detail::signal_seen_before_data(ivar);
-          return compare(v, cmp, value);
-        },
-        ep.budget, ep.abort);
-    return R{s, v};
+    const Status s = sync::bounded_wait([&] { return compare(detail::load_word(ivar), cmp, value); }, ep.budget, ep.abort);
+    return R{s, detail::signal_seen_before_data(ivar)};
   });
   if (seen != nullptr) *seen = r.v;
   return r.st;
