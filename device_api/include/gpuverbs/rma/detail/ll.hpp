@@ -18,6 +18,7 @@
 #include "../../sync.hpp"
 #include "../endpoint.hpp"
 #include "../group.hpp"
+#include "../ll.hpp"
 #include "copy.hpp"
 #include "mem.hpp"
 #include "ops.hpp"
