@@ -10,9 +10,10 @@
 //   // rank 0, round k = 1, 2, ...:   put_ll<Warp>(ep, box, msg, 256, k, 1)
 //   // rank 1:                        wait_ll<Warp>(ep, box, 256, k, out)
 //
-// Rounds: each put_ll to a buffer takes a new `seq` (never 0, never the one before; a round
-// counter is the usual choice), and the receiver waits for that seq, so the buffer is never
-// cleared. One sender and one receiver per buffer copy: a rank's copy receives from one peer,
+// Rounds: each put_ll to a buffer takes a `seq` the buffer has not carried before (a round
+// counter from 1; put_ll refuses 0 and the previous round's seq, the cases it can see: a word
+// left from an older round with the same seq would pass for new), and the receiver waits for
+// that seq, so the buffer is never cleared. One sender and one receiver per buffer copy: a rank's copy receives from one peer,
 // and the same copy keeps the state of what this rank sent into the peer's copy, so a ring or a
 // ping-pong uses one buffer. put_ll waits (bounded) until the receiver has taken the previous
 // round: a sender running ahead waits, it never overwrites a round not yet read.
