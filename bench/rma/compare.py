@@ -33,7 +33,7 @@ def key(r):
 def value(r):
     if "t_typical" in r:
         return r["t_typical"], "us (typical)"
-    if r.get("test") == "rate":
+    if r.get("test") in ("rate", "rate_self"):
         return r["mmsgs"], "Mmsg/s"
     return r["bw_gbs"], "GB/s"
 

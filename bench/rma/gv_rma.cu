@@ -6,13 +6,16 @@
 // not a link figure). Rows, each over the transports asked for (p2p, ib):
 //   p           ping-pong of one 8-byte value (p + wait_until on the same word)
 //   put_signal  ping-pong of put_signal (signal set) + wait_until, thread/warp/block scope
+//   ll          ping-pong of put_ll + wait_ll (flag-in-data words), thread/warp/block scope
 //   put         one-sided: put + quiet, per operation
 //   get         one-sided: get, per operation
 //   fetch_add / compare_swap   round trips whose next operand depends on the fetched value
 //   bw          put_nbi<Block> from 1, 8, 32, 132 CTAs, one quiet at the end (GB/s = 1e9 B/s)
 //   rate        8/64/512-byte puts to scattered destinations (distinct cache lines), Mmsg/s
-//   anchors     raw flag-in-every-8-bytes ping-pong; raw peer fetch-and-add chains at gpu and
-//               system scope; cudaMemcpyPeerAsync bandwidth
+//   anchors     raw flag-in-every-8-bytes ping-pong; raw fenced ping-pongs (8 bytes from
+//               registers; and raw_put_sys: 8 B..4 KiB from memory at thread and block scope,
+//               put_signal's floor); raw peer fetch-and-add chains at gpu and system scope;
+//               cudaMemcpyPeerAsync bandwidth
 // Latency columns are perftest's, half round trip for ping-pongs, in microseconds. Per-iteration
 // times come from clock64() calibrated against %globaltimer over the whole loop.
 #include <cuda_runtime.h>
@@ -55,29 +58,40 @@ using gv::bench::LoopClock;
 using gv::bench::settle;
 using gv::bench::Timing;
 
-template <class G>
-__device__ __forceinline__ Status send(const Endpoint& ep, int op, std::byte* buf, const std::byte* src, std::size_t bytes,
+template <class G, int kOp>
+__device__ __forceinline__ Status send(const Endpoint& ep, std::byte* buf, const std::byte* src, std::size_t bytes,
                                        std::uint64_t* sig, std::uint64_t i, int peer) {
-  if (op == 0) return rma::p<G>(ep, sig, i, peer);
-  return rma::put_signal<G>(ep, buf, src, bytes, sig, i, rma::SignalOp::kSet, peer);
+  if constexpr (kOp == 0) return rma::p<G>(ep, sig, i, peer);
+  else if constexpr (kOp == 2) return rma::put_ll<G>(ep, buf, src, bytes, static_cast<std::uint32_t>(i), peer);
+  else return rma::put_signal<G>(ep, buf, src, bytes, sig, i, rma::SignalOp::kSet, peer);
 }
 
-/// Ping-pong between ranks 0 and 1: op 0 = p of the round number, op 1 = put_signal.
-template <class G>
-__global__ void pingpong(__grid_constant__ const Endpoint ep, int op, std::byte* buf, const std::byte* src,
+/// The wait that ends a half round trip: wait_ll of round i into `out` (op 2), else the signal.
+template <class G, int kOp>
+__device__ __forceinline__ Status receive(const Endpoint& ep, const std::byte* buf, std::byte* out, std::size_t bytes,
+                                          const std::uint64_t* sig, std::uint64_t i) {
+  if constexpr (kOp == 2) return rma::wait_ll<G>(ep, buf, bytes, static_cast<std::uint32_t>(i), out);
+  else return rma::wait_until<G>(ep, sig, rma::Cmp::kGe, i);
+}
+
+/// Ping-pong between ranks 0 and 1: op 0 = p of the round number, op 1 = put_signal, op 2 =
+/// put_ll of `bytes` into the LL buffer `buf` (wait_ll copies the reply to `out`).
+template <class G, int kOp>
+__global__ void pingpong(__grid_constant__ const Endpoint ep, std::byte* buf, const std::byte* src, std::byte* out,
                          std::size_t bytes, std::uint64_t* sig, int warmup, int iters, std::uint64_t* cycles,
                          Timing* timing, std::uint32_t* st) {
   const int rank = static_cast<int>(ep.rank), peer = 1 - rank;
   LoopClock clock{warmup, cycles, rank == 0 && G::index() == 0};
   for (int i = 1; i <= warmup + iters; ++i) {
     clock.begin(i);
+    const auto round = static_cast<std::uint64_t>(i);
     Status s;
     if (rank == 0) {
-      s = send<G>(ep, op, buf, src, bytes, sig, static_cast<std::uint64_t>(i), peer);
-      if (s == Status::kOk) s = rma::wait_until<G>(ep, sig, rma::Cmp::kGe, static_cast<std::uint64_t>(i));
+      s = send<G, kOp>(ep, buf, src, bytes, sig, round, peer);
+      if (s == Status::kOk) s = receive<G, kOp>(ep, buf, out, bytes, sig, round);
     } else {
-      s = rma::wait_until<G>(ep, sig, rma::Cmp::kGe, static_cast<std::uint64_t>(i));
-      if (s == Status::kOk) s = send<G>(ep, op, buf, src, bytes, sig, static_cast<std::uint64_t>(i), peer);
+      s = receive<G, kOp>(ep, buf, out, bytes, sig, round);
+      if (s == Status::kOk) s = send<G, kOp>(ep, buf, src, bytes, sig, round, peer);
     }
     if (s != Status::kOk) {
       if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
@@ -160,6 +174,27 @@ __global__ void put_rate(__grid_constant__ const Endpoint ep, std::byte* dst, co
   if (s != Status::kOk && G::index() == 0) atomicMax(st, static_cast<std::uint32_t>(s));
 }
 
+/// The rounds of a raw ping-pong: rank 0 puts round i then waits for it, rank 1 waits then puts;
+/// false as soon as a wait times out.
+template <class Put, class Wait>
+__device__ bool raw_rounds(int rank, int warmup, int iters, LoopClock& clock, Put& put, Wait& wait) {
+  for (int i = 1; i <= warmup + iters; ++i) {
+    clock.begin(i);
+    const auto round = static_cast<std::uint32_t>(i);
+    bool ok = true;
+    if (rank == 0) {
+      put(round);
+      ok = wait(round);
+    } else {
+      ok = wait(round);
+      if (ok) put(round);
+    }
+    if (!ok) return false;
+    clock.end(i);
+  }
+  return true;
+}
+
 /// Anchor: raw ping-pong with the flag in every 8-byte word ({4 bytes data, 4 bytes flag}),
 /// stored straight to the peer's memory: what a put_signal of 8 bytes could cost at best.
 __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, std::uint64_t* theirs, int warmup,
@@ -181,21 +216,62 @@ __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, st
     return true;
   };
   LoopClock clock{warmup, cycles, rank == 0};
-  for (int i = 1; i <= warmup + iters; ++i) {
-    clock.begin(i);
+  if (!raw_rounds(rank, warmup, iters, clock, put, wait)) {
+    *st = static_cast<std::uint32_t>(Status::kTimeout);
+    return;
+  }
+  clock.finish(timing);
+}
+
+/// Anchor: put_signal's floor with the data in memory, as a put has it: the group copies `bytes`
+/// from `src` to the peer (16-byte words, all of a member's loads before its stores), syncs,
+/// and its leader fences at system scope and stores the round into the peer's flag; the waiting
+/// leader polls its flag with acquire loads (what consuming the data needs), then syncs.
+template <class G>
+__global__ void raw_put_pingpong(int rank, const uint4* src, uint4* theirs, std::size_t bytes, std::uint64_t* mine_flag,
+                                 std::uint64_t* their_flag, int warmup, int iters, std::uint64_t* cycles,
+                                 Timing* timing, gv::Budget budget, std::uint32_t* st) {
+  constexpr unsigned kInFlight = std::is_same_v<G, rma::Thread> ? 16 : 4;  // as rma's copies
+  const unsigned me = G::index(), cnt = G::count();
+  const std::size_t words = bytes / 16;
+  auto put = [&](std::uint32_t i) {
+    for (std::size_t w0 = me; w0 < words; w0 += kInFlight * cnt) {
+      uint4 v[kInFlight];
+#pragma unroll
+      for (unsigned j = 0; j < kInFlight; ++j)
+        if (w0 + j * cnt < words) v[j] = src[w0 + j * cnt];
+#pragma unroll
+      for (unsigned j = 0; j < kInFlight; ++j)
+        if (w0 + j * cnt < words) theirs[w0 + j * cnt] = v[j];
+    }
+    if (bytes % 16 != 0 && me == 0)  // 8 bytes: one 8-byte word
+      reinterpret_cast<std::uint64_t*>(theirs)[words * 2] = reinterpret_cast<const std::uint64_t*>(src)[words * 2];
+    G::sync();
+    if (me == 0) {
+      asm volatile("fence.acq_rel.sys;" ::: "memory");
+      asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(their_flag), "l"(std::uint64_t{i}) : "memory");
+    }
+  };
+  auto wait = [&](std::uint32_t i) {
     bool ok = true;
-    if (rank == 0) {
-      put(static_cast<std::uint32_t>(i));
-      ok = wait(static_cast<std::uint32_t>(i));
-    } else {
-      ok = wait(static_cast<std::uint32_t>(i));
-      if (ok) put(static_cast<std::uint32_t>(i));
+    if (me == 0) {
+      const std::uint64_t start = gtimer();
+      std::uint64_t v = 0;
+      for (std::uint32_t n = 1;; ++n) {
+        asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(mine_flag) : "memory");
+        if (v >= i) break;
+        if ((n & 1023u) == 0 && gtimer() - start > budget.ns) {
+          ok = false;
+          break;
+        }
+      }
     }
-    if (!ok) {
-      *st = static_cast<std::uint32_t>(Status::kTimeout);
-      return;
-    }
-    clock.end(i);
+    return G::from_leader(static_cast<std::uint32_t>(ok)) != 0;
+  };
+  LoopClock clock{warmup, cycles, rank == 0 && me == 0};
+  if (!raw_rounds(rank, warmup, iters, clock, put, wait)) {
+    if (me == 0) *st = static_cast<std::uint32_t>(Status::kTimeout);
+    return;
   }
   clock.finish(timing);
 }
@@ -204,7 +280,7 @@ __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, st
 
 struct Options {
   std::vector<Transport> transports{Transport::kP2p, Transport::kIb};
-  std::vector<std::string> tests{"p", "put_signal", "put", "get", "atomics", "bw", "rate", "anchors"};
+  std::vector<std::string> tests{"p", "put_signal", "ll", "put", "get", "atomics", "bw", "rate", "anchors"};
   int iters = 1000;
   std::size_t max_bytes = std::size_t{4} << 20;
   std::size_t bw_max = std::size_t{1} << 30;
@@ -351,12 +427,36 @@ void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t ma
     p.reset();
     for (int r : {1, 0}) {
       p.on(r);
-      pingpong<G><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), op, p.buf[r], p.src[r], bytes, p.sig[r], warmup, iters, p.cycles,
+      auto* k = op == 0 ? pingpong<G, 0> : pingpong<G, 1>;
+      k<<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], nullptr, bytes, p.sig[r], warmup, iters, p.cycles,
                                              p.timing, p.st[r]);
       CUDA_OK(cudaGetLastError());
     }
     if (!p.finish(test)) continue;
     emit_latency(test, scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
+  }
+}
+
+template <class G>
+void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
+  for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
+    const int iters = iters_for(o, bytes), warmup = std::max(10, iters / 10);
+    p.reset();
+    // A fresh buffer for every row: its rounds start again at seq 1.
+    const std::size_t box = (rma::ll_bytes(bytes) + 255) & ~std::size_t{255};
+    for (int r = 0; r < 2; ++r) {
+      p.on(r);
+      CUDA_OK(cudaMemsetAsync(p.buf[r], 0, box, p.s[r]));
+      CUDA_OK(cudaStreamSynchronize(p.s[r]));
+    }
+    for (int r : {1, 0}) {
+      p.on(r);
+      pingpong<G, 2><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], p.buf[r] + box, bytes, p.sig[r], warmup,
+                                                         iters, p.cycles, p.timing, p.st[r]);
+      CUDA_OK(cudaGetLastError());
+    }
+    if (!p.finish("ll")) continue;
+    emit_latency("ll", scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
   }
 }
 
@@ -473,6 +573,29 @@ void run_anchors(Options& o, Pair& p) {
       }
       if (p.finish(names[variant])) emit_latency(names[variant], "thread", "peer", 8, iters, p.samples(iters, true));
     }
+    // put_signal's floor with its data in memory: thread and block scope, 8 B..4 KiB.
+    std::uint64_t* their_flag[2] = {static_cast<std::uint64_t*>(p.w[0]->ptr(p.sig[0] + 32, 1)),
+                                    static_cast<std::uint64_t*>(p.w[1]->ptr(p.sig[1] + 32, 0))};
+    auto* their_buf0 = static_cast<uint4*>(p.w[0]->ptr(p.buf[0], 1));
+    auto* their_buf1 = static_cast<uint4*>(p.w[1]->ptr(p.buf[1], 0));
+    uint4* their_buf[2] = {their_buf0, their_buf1};
+    for (const bool block : {false, true}) {
+      for (std::size_t bytes = 8; bytes <= std::min<std::size_t>(4096, p.area); bytes *= 2) {
+        p.reset();
+        for (int r : {1, 0}) {
+          p.on(r);
+          const auto* src = reinterpret_cast<const uint4*>(p.src[r]);
+          if (block)
+            raw_put_pingpong<rma::Block><<<1, 512, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32, their_flag[r], warmup,
+                                                                iters, p.cycles, p.timing, p.ep(r).budget, p.st[r]);
+          else
+            raw_put_pingpong<rma::Thread><<<1, 1, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32, their_flag[r], warmup,
+                                                               iters, p.cycles, p.timing, p.ep(r).budget, p.st[r]);
+          CUDA_OK(cudaGetLastError());
+        }
+        if (p.finish("raw_put_sys")) emit_latency("raw_put_sys", block ? "block" : "thread", "peer", bytes, iters, p.samples(iters, true));
+      }
+    }
     // The floor of rma::fetch_add over p2p: the same chain on raw atomics at each scope.
     static const char* fadd_names[] = {"raw_fadd_gpu", "raw_fadd_sys"};
     for (int variant = 0; variant < 2; ++variant) {
@@ -510,7 +633,7 @@ void usage(std::FILE* f) {
   std::fprintf(f,
                "usage: gv_rma [--transport p2p|ib|both] [--test LIST] [-n ITERS] [--max-bytes B] [--bw-max B] [--json FILE]\n"
                "  --transport  which rma transports to measure (default both)\n"
-               "  --test       comma-separated: p,put_signal,put,get,atomics,bw,rate,anchors (default all)\n"
+               "  --test       comma-separated: p,put_signal,ll,put,get,atomics,bw,rate,anchors (default all)\n"
                "  -n           iterations per latency row (default 1000; fewer for large messages)\n"
                "  --max-bytes  largest latency message (default 4194304)\n"
                "  --bw-max     largest bandwidth message (default 1073741824; ib rows stop at 64 MiB)\n"
@@ -548,7 +671,7 @@ int main(int argc, char** argv) {
       for (std::size_t pos = 0; pos <= v.size();) {
         const std::size_t c = v.find(',', pos);
         const std::string t = v.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
-        static const char* known[] = {"p", "put_signal", "put", "get", "atomics", "bw", "rate", "anchors"};
+        static const char* known[] = {"p", "put_signal", "ll", "put", "get", "atomics", "bw", "rate", "anchors"};
         if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return t == k; }) == std::end(known)) {
           std::fprintf(stderr, "gv_rma: unknown test '%s'\n", t.c_str());
           return 2;
@@ -597,6 +720,11 @@ int main(int argc, char** argv) {
         run_pingpong<rma::Thread>(o, p, 1, "thread", std::min<std::size_t>(o.max_bytes, 65536));
         run_pingpong<rma::Warp>(o, p, 1, "warp", std::min<std::size_t>(o.max_bytes, std::size_t{1} << 20));
         run_pingpong<rma::Block>(o, p, 1, "block", o.max_bytes);
+      }
+      if (wants(o, "ll")) {
+        run_ll<rma::Thread>(o, p, "thread", std::min<std::size_t>(o.max_bytes, 4096));
+        run_ll<rma::Warp>(o, p, "warp", std::min<std::size_t>(o.max_bytes, 4096));
+        run_ll<rma::Block>(o, p, "block", std::min<std::size_t>(o.max_bytes, 4096));
       }
       if (wants(o, "put")) {
         run_one_sided<rma::Thread>(o, p, 0, "thread", std::min<std::size_t>(o.max_bytes, 65536));

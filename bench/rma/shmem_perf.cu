@@ -6,7 +6,8 @@
 // Two PEs (launch with gvrun -n 2, or mpirun -n 2 with NVSHMEM_BOOTSTRAP=MPI for NVSHMEM).
 // Rows: p ping-pong (8 B), putmem_signal ping-pong (thread 8 B, block 8 B and 4 KiB),
 // fetch_add round trip (value consumed), putmem_nbi_block bandwidth from 1/8/32/132 CTAs,
-// scattered 64-byte putmem_nbi message rate (132 CTAs x 256 threads, distinct cache lines).
+// scattered 64-byte putmem_nbi message rate (132 CTAs x 256 threads, distinct cache lines) to the
+// peer, and the same to this PE's own heap (rate_self: the calls without the peer's mapping).
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
@@ -97,11 +98,11 @@ __global__ void put_bw(char* dst, const char* src, std::size_t bytes, int iters)
   nvshmem_quiet();
 }
 
-__global__ void put_rate(char* dst, const char* src, std::size_t bytes, unsigned slots, int iters) {
+__global__ void put_rate(char* dst, const char* src, std::size_t bytes, unsigned slots, int iters, int pe) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   for (int i = 0; i < iters; ++i) {
     const unsigned slot = (t * 2654435761u + static_cast<unsigned>(i) * 40503u) % slots;
-    nvshmem_putmem_nbi(dst + std::size_t{slot} * 512, src + (t % 64) * 512, bytes, 1);
+    nvshmem_putmem_nbi(dst + std::size_t{slot} * 512, src + (t % 64) * 512, bytes, pe);
   }
   nvshmem_quiet();
 }
@@ -241,22 +242,24 @@ int run(int argc, char** argv) {
   if (me == 0) {
     const unsigned slots = static_cast<unsigned>(std::min<std::size_t>(area / 512, 1u << 20));
     const int reps = 200, ctas = 132, threads = 256;
-    cudaEvent_t a, b;
-    CUDA_OK(cudaEventCreate(&a));
-    CUDA_OK(cudaEventCreate(&b));
-    put_rate<<<ctas, threads>>>(buf, src, 64, slots, 1);  // warm-up, as for bw: first touches untimed
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaEventRecord(a));
-    put_rate<<<ctas, threads>>>(buf, src, 64, slots, reps);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaEventRecord(b));
-    CUDA_OK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-    const double msgs = static_cast<double>(ctas) * threads * reps;
-    emit_rate("rate", "thread", 64, reps, msgs * 64 / (ms * 1e-3) / 1e9, msgs / (ms * 1e-3) / 1e6);
-    CUDA_OK(cudaEventDestroy(a));
-    CUDA_OK(cudaEventDestroy(b));
+    for (const int pe : {1, 0}) {
+      cudaEvent_t a, b;
+      CUDA_OK(cudaEventCreate(&a));
+      CUDA_OK(cudaEventCreate(&b));
+      put_rate<<<ctas, threads>>>(buf, src, 64, slots, 1, pe);  // warm-up, as for bw: first touches untimed
+      CUDA_OK(cudaGetLastError());
+      CUDA_OK(cudaEventRecord(a));
+      put_rate<<<ctas, threads>>>(buf, src, 64, slots, reps, pe);
+      CUDA_OK(cudaGetLastError());
+      CUDA_OK(cudaEventRecord(b));
+      CUDA_OK(cudaEventSynchronize(b));
+      float ms = 0;
+      CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+      const double msgs = static_cast<double>(ctas) * threads * reps;
+      emit_rate(pe == 1 ? "rate" : "rate_self", "thread", 64, reps, msgs * 64 / (ms * 1e-3) / 1e9, msgs / (ms * 1e-3) / 1e6);
+      CUDA_OK(cudaEventDestroy(a));
+      CUDA_OK(cudaEventDestroy(b));
+    }
   }
   nvshmem_barrier_all();
   nvshmem_free(counter);

@@ -26,7 +26,17 @@ using gv::rma::Endpoint;
 using gv::rma::SignalOp;
 using gv::rma::Transport;
 
-/// Index of the first byte of [p, p + n) that is not `v`, or n.
+/// n bytes of seeded stream `seed` at p.
+inline void fill(std::byte* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::byte>(pattern_byte(seed, i));
+}
+/// Index of the first byte of [p, p + n) that is not stream `seed`, or n.
+inline std::size_t first_wrong(const std::byte* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (p[i] != static_cast<std::byte>(pattern_byte(seed, i))) return i;
+  return n;
+}
+/// Index of the first byte of [p, p + n) that is not v, or n.
 inline std::size_t first_not(const std::byte* p, std::size_t n, std::uint8_t v) {
   for (std::size_t i = 0; i < n; ++i)
     if (p[i] != static_cast<std::byte>(v)) return i;

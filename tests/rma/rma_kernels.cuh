@@ -103,6 +103,46 @@ __global__ void atomics_exactly_once(__grid_constant__ const rma::Endpoint ep, s
   else if (old == 0) atomicAdd(winners, 1u);
 }
 
+/// LL rounds around the ring, block b to block b: every size 0..max_bytes with the source and the
+/// destination each at every offset 0..7. Each round: fill the source, put_ll to the next rank,
+/// wait_ll from the one before into a poisoned destination, check every byte there (the message
+/// and the poison around it) on the device. `errors[0]` counts wrong bytes.
+template <class G>
+__global__ void ll_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* box, std::byte* src, std::byte* out,
+                          std::size_t max_bytes, std::uint32_t* st, std::uint32_t* errors) {
+  const int to = static_cast<int>((ep.rank + 1) % ep.size), from = static_cast<int>((ep.rank + ep.size - 1) % ep.size);
+  const std::size_t span = max_bytes + 16, box_span = (rma::ll_bytes(max_bytes) + 15) & ~std::size_t{15};
+  std::byte* mine = box + blockIdx.x * box_span;
+  std::byte* s = src + blockIdx.x * span;
+  std::byte* o = out + blockIdx.x * span;
+  std::uint32_t round = 0;
+  for (std::size_t bytes = 0; bytes <= max_bytes; ++bytes) {
+    for (unsigned a = 0; a < 8; ++a) {
+      ++round;
+      const std::size_t so = a, oo = (a * 5 + bytes) % 8;
+      const std::uint64_t seed = (std::uint64_t{ep.rank} << 40) ^ (std::uint64_t{blockIdx.x} << 32) ^ round;
+      for (std::size_t i = G::index(); i < bytes; i += G::count()) s[so + i] = static_cast<std::byte>(pattern_byte(seed, i));
+      for (std::size_t i = G::index(); i < span; i += G::count()) o[i] = static_cast<std::byte>(kPoison);
+      G::sync();
+      gv::Status r = rma::put_ll<G>(ep, mine, s + so, bytes, round, to);
+      if (r == gv::Status::kOk) r = rma::wait_ll<G>(ep, mine, bytes, round, o + oo);
+      if (r != gv::Status::kOk) {
+        if (G::index() == 0) atomicMax(st, static_cast<std::uint32_t>(r));
+        return;
+      }
+      G::sync();  // every member's part of the message is in `o`
+      const std::uint64_t theirs = (std::uint64_t{static_cast<std::uint32_t>(from)} << 40) ^ (std::uint64_t{blockIdx.x} << 32) ^ round;
+      std::uint32_t bad = 0;
+      for (std::size_t i = G::index(); i < span; i += G::count()) {
+        const bool in = i >= oo && i < oo + bytes;
+        bad += o[i] != static_cast<std::byte>(in ? pattern_byte(theirs, i - oo) : kPoison);
+      }
+      if (bad != 0) atomicAdd(errors, bad);
+      G::sync();  // before the next round rewrites the source and the destination
+    }
+  }
+}
+
 /// p of every width to the next rank, barrier, then g of the next rank's slot (which its
 /// predecessor, this rank, wrote): values checked on the device, mismatches counted.
 __global__ void p_and_g(__grid_constant__ const rma::Endpoint ep, std::uint8_t* w8, std::int16_t* w16, std::int32_t* w32,

@@ -333,6 +333,34 @@ TEST_P(RmaGpu, RandomSoakIsExactlyOnce) {
   EXPECT_GT(ops_seen, 100000u);
 }
 
+namespace {
+template <class G>
+void ll_every_size(RmaGpu& t, unsigned threads) {
+  constexpr unsigned kBlocks = 4;
+  constexpr std::size_t kMax = 300;  // past one batch of a thread (64 B) and one word per thread of a block
+  const std::size_t box_span = (gv::rma::ll_bytes(kMax) + 15) & ~std::size_t{15};
+  auto box = t.alloc<std::byte>(kBlocks * box_span);
+  auto src = t.alloc<std::byte>(kBlocks * (kMax + 16)), out = t.alloc<std::byte>(kBlocks * (kMax + 16));
+  auto errors = t.alloc<std::uint32_t>(1);
+  t.on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    ll_rounds<G><<<kBlocks, threads, 0, t.stream(r)>>>(t.ep(r), box[R], src[R], out[R], kMax, t.st(r), errors[R]);
+  });
+  t.finish_all();
+  t.expect_ok("put_ll/wait_ll");
+  for (int r = 0; r < t.n(); ++r)
+    EXPECT_EQ(t.read(errors[static_cast<std::size_t>(r)], 1, r)[0], 0u) << "rank " << r << ", " << threads << " threads a group";
+}
+}  // namespace
+
+// Flag-in-data messages around the ring at every scope: every size 0..300 at every alignment of
+// source and destination, four blocks at once, each checked byte for byte on the device.
+TEST_P(RmaGpu, LlEverySizeAtEveryAlignmentAndScope) {
+  ll_every_size<gv::rma::Thread>(*this, 1);
+  ll_every_size<gv::rma::Warp>(*this, 32);
+  ll_every_size<gv::rma::Block>(*this, 256);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, RmaGpu,
                          // 3 and 4 ranks oversubscribe the GPUs of a one- or two-GPU machine: the
                          // code paths of N > 2 ranks, not a scaling result.

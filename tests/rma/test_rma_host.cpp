@@ -18,15 +18,6 @@ namespace {
 constexpr std::size_t kSizes[] = {0, 1, 3, 8, 15, 16, 17, 63, 64, 65, 255, 4096, 65537, std::size_t{1} << 20};
 constexpr std::size_t kSlot = (std::size_t{1} << 20) + 64;  // one size of kSizes, at an odd offset
 
-void fill(std::byte* p, std::size_t n, std::uint64_t seed) {
-  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::byte>(pattern_byte(seed, i));
-}
-/// Index of the first byte of [p, p + n) that is not stream `seed`, or n.
-std::size_t first_wrong(const std::byte* p, std::size_t n, std::uint64_t seed) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (p[i] != static_cast<std::byte>(pattern_byte(seed, i))) return i;
-  return n;
-}
 
 }  // namespace
 

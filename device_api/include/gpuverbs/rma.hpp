@@ -142,3 +142,5 @@ GV_HD Transport transport(const Endpoint& ep, int pe);
 }  // namespace gv::rma
 
 #include "rma/detail/ops.hpp"
+// Flag-in-data messages: ll_bytes, put_ll, wait_ll.
+#include "rma/ll.hpp"

@@ -1,10 +1,12 @@
 // Moving bytes between local and peer memory with every member of a group: 16-byte vector
-// loads and stores where both ends allow it (else the widest word they share), four words in
-// flight per member so a warp or block keeps enough loads outstanding to fill a link.
+// loads and stores where both ends allow it (else the widest word they share), several words in
+// flight per member (16 for a thread, 4 for each member of a warp or block) so enough loads are
+// outstanding to fill a link.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "../../config.hpp"
 #include "../group.hpp"
@@ -14,18 +16,43 @@ namespace gv::rma::detail {
 #if GV_DEVICE_PASS
 /// No __restrict__: the source may have been written by other blocks of the same kernel (a put
 /// after a grid sync), and the compiler must not read it through the non-coherent path.
-template <class W>
-__device__ GV_INLINE void copy_words(W* d, const W* s, std::size_t n,
-                                     unsigned me, unsigned stride) {
+/// K words at i, i + stride, ...: every load issued before the first store.
+template <unsigned K, class W>
+__device__ GV_INLINE void copy_batch(W* d, const W* s, std::size_t i, unsigned stride) {
+  W v[K];
+#pragma unroll
+  for (unsigned j = 0; j < K; ++j) v[j] = s[i + j * std::size_t{stride}];
+#pragma unroll
+  for (unsigned j = 0; j < K; ++j) d[i + j * std::size_t{stride}] = v[j];
+}
+
+/// Batches of kDepth words per member, then of 4, then single words.
+template <unsigned kDepth, class W>
+__device__ GV_INLINE void copy_words(W* d, const W* s, std::size_t n, unsigned me, unsigned stride) {
   std::size_t i = me;
-  for (; i + 3 * std::size_t{stride} < n; i += 4 * std::size_t{stride}) {
-    const W a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
-    d[i] = a;
-    d[i + stride] = b;
-    d[i + 2 * stride] = c;
-    d[i + 3 * stride] = e;
-  }
+  for (; i + (kDepth - 1) * std::size_t{stride} < n; i += kDepth * std::size_t{stride}) copy_batch<kDepth>(d, s, i, stride);
+  if constexpr (kDepth > 4)
+    for (; i + 3 * std::size_t{stride} < n; i += 4 * std::size_t{stride}) copy_batch<4>(d, s, i, stride);
   for (; i < n; i += stride) d[i] = s[i];
+}
+
+/// Bytes [at, n) of a copy, fewer than 16: the widest words both ends allow (a put of 8 bytes
+/// is one 8-byte store, not eight byte stores).
+__device__ GV_INLINE void copy_tail(unsigned char* d, const unsigned char* s, std::size_t at, std::size_t n) {
+  const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(d) | reinterpret_cast<std::uintptr_t>(s);
+  if (n - at >= 8 && ((mis | at) & 7u) == 0) {
+    *reinterpret_cast<std::uint64_t*>(d + at) = *reinterpret_cast<const std::uint64_t*>(s + at);
+    at += 8;
+  }
+  if (n - at >= 4 && ((mis | at) & 3u) == 0) {
+    *reinterpret_cast<std::uint32_t*>(d + at) = *reinterpret_cast<const std::uint32_t*>(s + at);
+    at += 4;
+  }
+  if (n - at >= 2 && ((mis | at) & 1u) == 0) {
+    *reinterpret_cast<std::uint16_t*>(d + at) = *reinterpret_cast<const std::uint16_t*>(s + at);
+    at += 2;
+  }
+  for (; at < n; ++at) d[at] = s[at];
 }
 #endif
 
@@ -35,23 +62,30 @@ template <class G>
 GV_HD GV_INLINE void group_copy(void* dst, const void* src, std::size_t n) {
 #if GV_DEVICE_PASS
   const unsigned me = G::index(), cnt = G::count();
+  // One thread keeps 16 loads in flight (a 4 KiB put is 16 round trips to memory, not 64); a
+  // warp or a block has enough members for 4 each.
+  constexpr unsigned kDepth = std::is_same_v<G, Thread> ? 16 : 4;
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
   const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(d) | reinterpret_cast<std::uintptr_t>(s);
   std::size_t done;
   if ((mis & 15u) == 0) {
     done = n & ~std::size_t{15};
-    copy_words(reinterpret_cast<uint4*>(d), reinterpret_cast<const uint4*>(s), n / 16, me, cnt);
+    copy_words<kDepth>(reinterpret_cast<uint4*>(d), reinterpret_cast<const uint4*>(s), n / 16, me, cnt);
   } else if ((mis & 7u) == 0) {
     done = n & ~std::size_t{7};
-    copy_words(reinterpret_cast<std::uint64_t*>(d), reinterpret_cast<const std::uint64_t*>(s), n / 8, me, cnt);
+    copy_words<kDepth>(reinterpret_cast<std::uint64_t*>(d), reinterpret_cast<const std::uint64_t*>(s), n / 8, me, cnt);
   } else if ((mis & 3u) == 0) {
     done = n & ~std::size_t{3};
-    copy_words(reinterpret_cast<std::uint32_t*>(d), reinterpret_cast<const std::uint32_t*>(s), n / 4, me, cnt);
+    copy_words<kDepth>(reinterpret_cast<std::uint32_t*>(d), reinterpret_cast<const std::uint32_t*>(s), n / 4, me, cnt);
   } else {
     done = 0;
   }
-  for (std::size_t i = done + me; i < n; i += cnt) d[i] = s[i];
+  if (n - done < 16) {
+    if (me == 0) copy_tail(d, s, done, n);
+  } else {
+    for (std::size_t i = done + me; i < n; i += cnt) d[i] = s[i];
+  }
 #else
   if (n != 0) std::memmove(dst, src, n);
 #endif

@@ -1,0 +1,137 @@
+// Flag-in-data messages (put_ll / wait_ll) with host threads as ranks, over p2p (shared memory)
+// and ib (the software HCA's CPU engine, where they travel as put_signal): every size at every
+// alignment of source and destination, senders running ahead of their receivers, the bounds.
+#include <chrono>
+#include <random>
+
+#include "rma_fixture.hpp"
+
+namespace gvt {
+namespace rma = gv::rma;
+
+namespace {
+
+class RmaLlHost : public RmaHost {};
+
+std::uint64_t seed_of(int sender, std::uint32_t round) { return (std::uint64_t(sender) << 32) ^ (round * 0x9e37u); }
+
+}  // namespace
+
+// A ring: every rank sends round k to the next rank and receives round k from the one before, in
+// one buffer, for every size 0..kMax with source and destination each at every offset 0..7.
+TEST_P(RmaLlHost, EverySizeAtEveryAlignmentAroundARing) {
+  constexpr std::size_t kMax = 41;
+  auto box = alloc<std::byte>(rma::ll_bytes(kMax));
+  auto src = alloc<std::byte>(kMax + 16), out = alloc<std::byte>(kMax + 16);
+  on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    const int to = (r + 1) % n(), from = (r + n() - 1) % n();
+    std::uint32_t round = 0;
+    for (std::size_t bytes = 0; bytes <= kMax; ++bytes) {
+      for (unsigned align = 0; align < 8; ++align) {
+        ++round;
+        const std::size_t so = align, oo = (align * 5 + bytes) % 8;
+        fill(src[R] + so, bytes, seed_of(r, round));
+        std::memset(out[R], kPoison, kMax + 16);
+        ASSERT_EQ(rma::put_ll(ep(r), box[R], src[R] + so, bytes, round, to), Status::kOk) << bytes << " B round " << round;
+        ASSERT_EQ(rma::wait_ll(ep(r), box[R], bytes, round, out[R] + oo), Status::kOk) << bytes << " B round " << round;
+        ASSERT_EQ(first_wrong(out[R] + oo, bytes, seed_of(from, round)), bytes)
+            << bytes << " bytes, source offset " << so << ", destination offset " << oo << ", rank " << r;
+        ASSERT_EQ(first_not(out[R], oo, kPoison), oo) << "bytes before the destination changed";
+        ASSERT_EQ(first_not(out[R] + oo + bytes, kMax + 16 - oo - bytes, kPoison), kMax + 16 - oo - bytes) << "bytes after the destination changed";
+      }
+    }
+  });
+}
+
+// Rank 0 sends as fast as it can; rank 1 reads slowly at times. The sender waits for every round
+// to be taken: each round arrives whole and in order.
+TEST_P(RmaLlHost, SenderRunningAheadWaitsAndNothingIsLost) {
+  constexpr std::size_t kMax = 300;
+  constexpr std::uint32_t kRounds = 300;
+  auto box = alloc<std::byte>(rma::ll_bytes(kMax));
+  auto src = alloc<std::byte>(kMax), out = alloc<std::byte>(kMax);
+  auto size_of = [](std::uint32_t k) { return static_cast<std::size_t>((k * 37u) % (kMax + 1)); };
+  on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    if (r == 0) {
+      for (std::uint32_t k = 1; k <= kRounds; ++k) {
+        fill(src[R], size_of(k), seed_of(0, k));
+        ASSERT_EQ(rma::put_ll(ep(r), box[R], src[R], size_of(k), k, 1), Status::kOk) << "round " << k;
+      }
+    } else if (r == 1) {
+      std::mt19937 rng(2611);
+      for (std::uint32_t k = 1; k <= kRounds; ++k) {
+        if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::memset(out[R], kPoison, kMax);
+        ASSERT_EQ(rma::wait_ll(ep(r), box[R], size_of(k), k, out[R]), Status::kOk) << "round " << k;
+        ASSERT_EQ(first_wrong(out[R], size_of(k), seed_of(0, k)), size_of(k)) << "round " << k;
+      }
+    }
+  });
+}
+
+// A round sent before the last was taken is refused within the budget (kTimeout) and overwrites
+// nothing; a repeated seq is refused; a wait for a round that never comes ends (timeout, abort).
+TEST_P(RmaLlHost, RoundsAheadOfTheReaderAreRefusedNotCorrupting) {
+  WorldOptions o = options();
+  o.budget = gv::Budget{30'000'000};  // 30 ms
+  make(o);
+  constexpr std::size_t kBytes = 40;
+  auto box = alloc<std::byte>(rma::ll_bytes(kBytes));
+  auto src = alloc<std::byte>(kBytes), out = alloc<std::byte>(kBytes);
+  fill(src[0], kBytes, seed_of(0, 1));
+  ASSERT_EQ(rma::put_ll(ep(0), box[0], src[0], kBytes, 1, 1), Status::kOk);
+  fill(src[0], kBytes, seed_of(0, 2));
+  EXPECT_EQ(rma::put_ll(ep(0), box[0], src[0], kBytes, 2, 1), Status::kTimeout);
+  ASSERT_EQ(rma::wait_ll(ep(1), box[1], kBytes, 1, out[1]), Status::kOk);
+  EXPECT_EQ(first_wrong(out[1], kBytes, seed_of(0, 1)), kBytes) << "round 1 was overwritten by the refused round 2";
+  EXPECT_EQ(rma::wait_ll(ep(1), box[1], kBytes, 2, out[1]), Status::kTimeout) << "the refused round arrived";
+  ASSERT_EQ(rma::put_ll(ep(0), box[0], src[0], kBytes, 2, 1), Status::kOk);
+  ASSERT_EQ(rma::wait_ll(ep(1), box[1], kBytes, 2, out[1]), Status::kOk);
+  EXPECT_EQ(first_wrong(out[1], kBytes, seed_of(0, 2)), kBytes);
+  EXPECT_EQ(rma::put_ll(ep(0), box[0], src[0], kBytes, 2, 1), Status::kInvalidArgument) << "seq of the last round again";
+  o.budget = gv::Budget{30'000'000'000ull};  // 30 s: only the abort can end it soon
+  make(o);
+  box = alloc<std::byte>(rma::ll_bytes(kBytes));
+  out = alloc<std::byte>(kBytes);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    world(1).abort();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(rma::wait_ll(ep(1), box[1], kBytes, 1, out[1]), Status::kAborted);
+  aborter.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+}
+
+TEST_P(RmaLlHost, BadInputIsRefusedAndSendsNothing) {
+  constexpr std::size_t kBytes = 32;
+  auto box = alloc<std::byte>(rma::ll_bytes(kBytes) + 16);
+  auto src = alloc<std::byte>(kBytes), out = alloc<std::byte>(kBytes);
+  fill(src[0], kBytes, 7);
+  std::byte outside[64];
+  EXPECT_EQ(rma::put_ll(ep(0), box[0], src[0], kBytes, 0, 1), Status::kInvalidArgument) << "seq 0";
+  EXPECT_EQ(rma::put_ll(ep(0), box[0] + 8, src[0], kBytes, 1, 1), Status::kInvalidArgument) << "misaligned buffer";
+  EXPECT_EQ(rma::put_ll(ep(0), box[0], nullptr, kBytes, 1, 1), Status::kInvalidArgument) << "null source";
+  EXPECT_EQ(rma::put_ll(ep(0), box[0], src[0], rma::kLlMaxBytes + 1, 1, 1), Status::kInvalidArgument);
+  EXPECT_EQ(rma::put_ll(ep(0), box[0], src[0], kBytes, 1, n()), Status::kInvalidPe);
+  EXPECT_EQ(rma::put_ll(ep(0), box[0], src[0], kBytes, 1, -1), Status::kInvalidPe);
+  EXPECT_EQ(rma::put_ll(ep(0), outside, src[0], kBytes, 1, 1), Status::kOutOfBounds);
+  EXPECT_EQ(rma::put_ll(ep(0), ep(0).heap + ep(0).heap_bytes - 16, src[0], kBytes, 1, 1), Status::kOutOfBounds);
+  EXPECT_EQ(rma::wait_ll(ep(1), box[1], kBytes, 0, out[1]), Status::kInvalidArgument);
+  EXPECT_EQ(rma::wait_ll(ep(1), box[1], kBytes, 1, nullptr), Status::kInvalidArgument);
+  EXPECT_EQ(rma::wait_ll(ep(1), box[1] + 8, kBytes, 1, out[1]), Status::kInvalidArgument);
+  EXPECT_EQ(rma::wait_ll(ep(1), outside, kBytes, 1, out[1]), Status::kOutOfBounds);
+  for (int r = 0; r < n(); ++r) {
+    const std::byte* b = box[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < rma::ll_bytes(kBytes) + 16; ++i) ASSERT_EQ(b[i], std::byte{0}) << "rank " << r << " byte " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RmaLlHost,
+                         ::testing::Values(RmaParam{Transport::kP2p, 2}, RmaParam{Transport::kP2p, 3},
+                                           RmaParam{Transport::kIb, 2}, RmaParam{Transport::kIb, 3}),
+                         rma_param_name);
+
+}  // namespace gvt
