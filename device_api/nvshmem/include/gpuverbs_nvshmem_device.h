@@ -1,5 +1,8 @@
 // The device half of gpuverbs' NVSHMEM face (included by nvshmem.h under nvcc): every call maps
 // to one gv::rma operation on this translation unit's endpoint copy.
+// A part of nvshmem.h: included on its own, it brings the whole face (nvshmem.h includes this
+// file at the point its declarations need, and its guard makes this include a no-op there).
+#include "nvshmem.h"
 #ifndef GPUVERBS_NVSHMEM_DEVICE_H
 #define GPUVERBS_NVSHMEM_DEVICE_H
 

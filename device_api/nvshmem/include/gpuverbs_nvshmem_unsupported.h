@@ -1,6 +1,9 @@
 // The NVSHMEM calls gpuverbs' face does not provide: each is a template whose use fails to
 // compile with a message naming it, instead of linking against something that does not exist
 // or, worse, doing something else.
+// A part of nvshmem.h: included on its own, it brings the whole face (nvshmem.h includes this
+// file at its end, and its guard makes this include a no-op there).
+#include "nvshmem.h"
 #ifndef GPUVERBS_NVSHMEM_UNSUPPORTED_H
 #define GPUVERBS_NVSHMEM_UNSUPPORTED_H
 
