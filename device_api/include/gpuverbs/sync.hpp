@@ -47,8 +47,8 @@ namespace detail {
 /// One byte stored at scope s, relaxed or with release, by one instruction. libcu++ stores a
 /// 1-byte atomic_ref with a compare-and-swap loop on the word that holds it: a load round, a
 /// fence and an atomic round trip, about a microsecond (the GPU engine's released last byte of
-/// every message longer than 8 bytes; notes/verbs-gpu.md, eleventh session). PTX stores single
-/// bytes at every scope and order.
+/// every message longer than 8 bytes; notes/verbs-gpu.md, "2026-11-25: fast_write measured,
+/// …, two compiler traps"). PTX stores single bytes at every scope and order.
 __device__ __forceinline__ void store_byte(void* p, std::uint8_t v, bool release, Scope s) {
   const unsigned w = v;
   if (release) {

@@ -79,7 +79,8 @@ GV_HD GV_INLINE Octoword sq_write_wqe(const QpHandle& qp, std::uint64_t start, c
     // encoded before the first is stored, so the loads it takes (the SG list, an inline
     // payload) are not ordered behind stores to the ring that might alias them. A case of its
     // own, with constant octoword indices: one loop taking a WQEBB at a time for every size made
-    // the ping-pong 0.05-0.46 us slower (notes/verbs-gpu.md, ninth session).
+    // the ping-pong 0.05-0.46 us slower (notes/verbs-gpu.md,
+    // "2026-11-24: the responder kept across visits").
     Octoword o[4];
     for (std::uint32_t k = 0; k < 4; ++k)
       if (k < ds) o[k] = wqe_octoword(wr, k, idx, qp.qpn);

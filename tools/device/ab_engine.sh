@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# bench/ab_engine.sh CMD...: the same gv_gpu_verbs commands with several builds, alternately, in
-# one device call, so that a change is compared with its base on the same machine and minute.
+# tools/device/ab_engine.sh CMD...: the same gv_gpu_verbs commands with several builds, alternately, in
+# one run, so that a change is compared with its base on the same machine and minute.
 #
 #   GV_AB="base=build-base/bench/gv_gpu_verbs new=build-new/bench/gv_gpu_verbs" GV_ROUNDS=2 \
-#     bash bench/ab_engine.sh 'pingpong -s 8 -n 3000 --mode gpu-qgpu --gpus 1' 'drain'
+#     bash tools/device/ab_engine.sh 'pingpong -s 8 -n 3000 --mode gpu-qgpu --gpus 1' 'drain'
 #
 # Each command (its words after the program's name) runs once with every build of GV_AB, in
 # turn, GV_ROUNDS times (default 2). Tables go to $OUT/ab.txt under a line naming the build and
@@ -13,7 +13,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 DEADLINE=${GV_DEADLINE:-400}
-source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 if [[ $# -eq 0 || $1 == -h || $1 == --help || -z ${GV_AB:-} ]]; then
   sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
   [[ ${1:-} == -h || ${1:-} == --help ]] && exit 0 || exit 2

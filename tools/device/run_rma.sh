@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device-machine call for the rma layer: build, GPU tests (plus compute-sanitizer on the p2p
+# The rma layer on the GPU machine: build, GPU tests (plus compute-sanitizer on the p2p
 # cases), then gv_rma and, with GV_NVSHMEM set, shmem_perf side by side with NVSHMEM. Files under
 # $OUT: summary.txt, build.log, tests.log, sanitizer.log, rma.txt (the table), rma.json (--json
 # rows); with GV_NVSHMEM also shmem.txt (both programs' tables), shmem_gv.json, shmem_nv.json and
@@ -7,13 +7,13 @@
 # GV_RMA_ARGS: extra gv_rma arguments, GV_RMA_SECONDS its limit (default 300); GV_SKIP_TESTS=1:
 # benchmarks only; GV_DEADLINE: seconds (default 540) before which every step must end.
 # GV_BUILD_DIR (default build-dev) is the build tree; GV_PREBUILT=1 when it came built
-# (bench/carry_build.sh). GV_NVSHMEM: an NVSHMEM install (include/, lib/), or "python" for the
+# (tools/device/carry_build.sh). GV_NVSHMEM: an NVSHMEM install (include/, lib/), or "python" for the
 # one in the Python environment (the device image's): nvshmem_perf is then configured and built
 # in build-nvshmem, and both programs run with two PEs.
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 DEADLINE=${GV_DEADLINE:-540}
-source "$(dirname "${BASH_SOURCE[0]}")/../device_lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$S"
 nvidia-smi topo -m 2>/dev/null | head -8 | tee -a "$S"

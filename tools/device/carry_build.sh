@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# bench/carry_build.sh BUILD OUT.tgz: the built tree BUILD, packed with only what running its
+# tools/device/carry_build.sh BUILD OUT.tgz: the built tree BUILD, packed with only what running its
 # programs and tests needs (executables, stripped of host symbols; shared libraries; ctest files;
-# generated headers), to travel to the device machine with the device tool's `carry` instead of
-# being built there (a full build takes that machine 4-7 minutes of a 30-minute budget; this
-# machine builds for free). Packed, since the unpacked binaries are larger than what a call may
-# carry (64 MiB). The device machine unpacks it where BUILD was, since the ctest files name
-# BUILD's absolute path (bench/run_device_session.sh does). Both machines are x86-64 and the
-# programs link only libraries the device image has.
+# generated headers), to be copied to the GPU machine instead of being built there (a full build
+# takes 4-7 minutes there). Packed: the unpacked binaries are several times larger. The GPU
+# machine unpacks it where BUILD was, since the ctest files name BUILD's absolute path
+# (tools/device/run_carried.sh does). Both machines are x86-64 and the programs link only
+# libraries the GPU machine has.
 set -euo pipefail
 if [[ $# -ne 2 || $1 == -h || $1 == --help ]]; then
-  echo "usage: bench/carry_build.sh BUILD OUT.tgz   (e.g. build-gpu build-gpu.tgz)"; exit 2
+  echo "usage: tools/device/carry_build.sh BUILD OUT.tgz   (e.g. build-gpu build-gpu.tgz)"; exit 2
 fi
 src=$1
 tgz=$(realpath -m "$2")

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# One device-machine call that checks everything GPU-side at once, for a session with little
-# device time: one build, then each step under its own time limit (cut to what is left before
+# Checks everything GPU-side at once on the GPU machine: one build, then each step under its own time limit (cut to what is left before
 # GV_DEADLINE seconds, default 450). Files under $OUT (at most 8):
 #   summary.txt  every step's status and verdict lines
 #   build.log    configure and build
@@ -11,11 +10,11 @@
 #   rma.txt      a short gv_rma table (p2p latency rows and anchors); rma.json its rows
 # GV_STEPS (default "build ctest himeno rma verbs", in that order) picks steps. GV_BUILD_DIR
 # (default build-dev) is the build tree; leave "build" out of GV_STEPS when it came built (see
-# bench/carry_build.sh).
+# tools/device/carry_build.sh).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 DEADLINE=${GV_DEADLINE:-450}
-source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 STEPS=${GV_STEPS:-build ctest himeno rma verbs}
 B=${GV_BUILD_DIR:-build-dev}
 want() { [[ " $STEPS " == *" $1 "* ]]; }

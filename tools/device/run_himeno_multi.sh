@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device-machine call for Himeno across GPUs (issue 11): build the Himeno targets, run the
+# Himeno across GPUs on the GPU machine (issue 11): build the Himeno targets, run the
 # Himeno GPU tests, then himeno_bench --ranks over every mode and size XS..XL, with and without
 # communication. At most six files under $OUT:
 #   summary.txt  devices, each step's exit status and time, test verdicts, the tables
@@ -15,11 +15,11 @@
 # than 10 s left is skipped, so the script ends within about 8 minutes.
 # GV_SKIP_TESTS=1: benchmarks only. GV_BENCH_ARGS: more himeno_bench arguments for every run.
 # GV_BUILD_DIR (default build-himeno-multi) is the build tree; GV_PREBUILT=1 when it came built
-# (bench/carry_build.sh).
+# (tools/device/carry_build.sh).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-himeno-multi}
 DEADLINE=${GV_DEADLINE:-470}
-source "$(dirname "${BASH_SOURCE[0]}")/../device_lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv | tee -a "$S"
 nvidia-smi topo -m 2>/dev/null | head -6 | tee -a "$S"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device-machine call: build the verbs GPU targets, run the GPU tests (plus
+# The verbs path on the GPU machine: build the verbs GPU targets, run the GPU tests (plus
 # compute-sanitizer on a subset) and the verbs benchmarks. Everything lands in at most seven
 # files under $OUT: summary.txt, build.log, tests.log, sanitizer.log, bench.txt, bench.json,
 # and ncu.txt when GV_NCU is set.
@@ -10,16 +10,16 @@
 #   GPU 0) msgrate-warps (gpu-qgpu msgrate with 16 engine warps) drain
 #   (the GPU engine's time per WQE with pre-posted WQEs, 4 and 16 engine warps)
 # each run once, its table into bench.txt and its --json rows into bench.json. GV_SKIP_TESTS=1
-# skips the tests and sanitizers (a second call on a warm machine, for more benchmarks). Every step has its
+# skips the tests and sanitizers (a second run, for more benchmarks). Every step has its
 # own time limit, cut to what is left before GV_DEADLINE seconds into the script (default
 # 470), and a step with less than 10 s left is skipped: the script ends within about 8 minutes.
 # The JSON rows name the commit; in a copy of the tree without .git set GV_GIT_COMMIT (e.g. to
 # the output of `git rev-parse --short=12 HEAD` where the copy came from). GV_BUILD_DIR (default
-# build-dev) is the build tree; GV_PREBUILT=1 when it came built (bench/carry_build.sh).
+# build-dev) is the build tree; GV_PREBUILT=1 when it came built (tools/device/carry_build.sh).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 DEADLINE=${GV_DEADLINE:-470}
-source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$S"
 BD=${GV_BUILD_DIR:-build-dev}

@@ -1,5 +1,5 @@
-# Shared by the device-machine scripts (sourced, not run): every step under a time limit cut to
-# what is left before DEADLINE seconds into the script, so one call ends in time.
+# Shared by the GPU-machine scripts (sourced, not run): every step under a time limit cut to
+# what is left before DEADLINE seconds into the script, so the whole script ends in time.
 #   OUT       the folder of the call's files (set before sourcing; created here)
 #   DEADLINE  seconds (set before sourcing)
 #   S         the summary file, $OUT/summary.txt (set here)

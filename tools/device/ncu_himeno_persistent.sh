@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Why the persistent kernel sweeps slower than the iteration kernel (notes/himeno.md): ncu of
-# one launch of each, one rank, size L, double, without communication, on a device machine.
+# one launch of each, one rank, size L, double, without communication, on the GPU machine.
 # For each kernel: the details page (throughput, warp states, scheduler) and the source page
 # (SASS with its stall samples), reduced by ncu_top.py to the instructions that stall most.
 # Files under $OUT: ncu_<mode>.txt (details), ncu_<mode>_top.txt (top SASS lines), and the

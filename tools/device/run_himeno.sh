@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device session for Himeno: build, GPU + host tests, planes-per-block sweep at L, the
+# Himeno on one GPU, on the GPU machine: build, GPU + host tests, planes-per-block sweep at L, the
 # XS..XL table (double and float arithmetic, plus top/bottom launches at L), DRAM bytes of
 # one sweep from ncu, and the load widths in the SASS. Writes everything under $OUT
 # (or ./himeno-out), prints the table last.
