@@ -8,11 +8,11 @@ namespace gv::bench {
 void* Placed::alloc_bytes(std::size_t bytes) {
   void* p = nullptr;
   if (gpu) {
-    CK(cudaMalloc(&p, bytes));
+    GV_BENCH_CUDA(cudaMalloc(&p, bytes));
     ptrs.push_back(p);
-    CK(cudaMemsetAsync(p, 0, bytes, s));
+    GV_BENCH_CUDA(cudaMemsetAsync(p, 0, bytes, s));
   } else {
-    CK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    GV_BENCH_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
     ptrs.push_back(p);
     std::memset(p, 0, bytes);
   }
@@ -24,7 +24,7 @@ Placed::~Placed() {
 }
 
 SyntheticQueues::SyntheticQueues(bool gpu, cudaStream_t s) : mem_{gpu, s, {}}, gpu_mem_{true, s, {}} {
-  CK(cudaSetDevice(0));
+  GV_BENCH_CUDA(cudaSetDevice(0));
   qp.qpn = 0x99;
   qp.sq = mem_.alloc<std::byte>(kBbs * 64);
   qp.dbrec = mem_.alloc<m5::QpDbrec>(64);
@@ -57,8 +57,8 @@ SyntheticQueues::SyntheticQueues(bool gpu, cudaStream_t s) : mem_{gpu, s, {}}, g
 }
 
 void SyntheticQueues::fresh(cudaStream_t s) {
-  CK(cudaMemsetAsync(qp.state, 0, sizeof(gv::ib::QpState), s));
-  CK(cudaMemsetAsync(cq.state, 0, sizeof(gv::ib::CqState), s));
+  GV_BENCH_CUDA(cudaMemsetAsync(qp.state, 0, sizeof(gv::ib::QpState), s));
+  GV_BENCH_CUDA(cudaMemsetAsync(cq.state, 0, sizeof(gv::ib::CqState), s));
 }
 
 void SyntheticQueues::ready(cudaStream_t s) {

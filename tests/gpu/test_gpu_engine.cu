@@ -29,7 +29,7 @@ using gv::ib::WrOpcode;
 namespace m5 = gv::ib::mlx5;
 using gvt::KernelResult;
 using gvt::engine_on;
-using gvt::kAllAccess;
+using gv::kAllAccess;
 using gvt::post_and_poll;
 using gvt::random_bytes;
 using gvt::recv_kernel;

@@ -31,17 +31,12 @@ using gvt::poll_kernel;
 using gvt::post_and_poll;
 using gvt::recv_kernel;
 
-/// A failed CUDA call fails the test (read-backs that fed a comparison must not fail silently).
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) ADD_FAILURE() << what << ": " << cudaGetErrorString(e);
-}
-
 /// Zeroed GPU memory, or null (after a test failure) if the allocation fails.
 template <class T>
 T* dev_alloc(std::size_t n) {
   T* p = nullptr;
   if (cudaMalloc(&p, n * sizeof(T)) != cudaSuccess) return nullptr;
-  ck(cudaMemset(p, 0, n * sizeof(T)), "cudaMemset");
+  GV_CUDA_EXPECT(cudaMemset(p, 0, n * sizeof(T)));
   return p;
 }
 
@@ -50,22 +45,22 @@ struct GpuRing {
   gv::ib::QpHandle h{};
   std::vector<std::byte> ring() const {
     std::vector<std::byte> v(std::size_t{h.sq_bbs} * 64);
-    ck(cudaMemcpy(v.data(), h.sq, v.size(), cudaMemcpyDeviceToHost), "read back the SQ");
+    GV_CUDA_EXPECT(cudaMemcpy(v.data(), h.sq, v.size(), cudaMemcpyDeviceToHost));
     return v;
   }
   gv::ib::QpState state() const {
     gv::ib::QpState s;
-    ck(cudaMemcpy(&s, h.state, sizeof(s), cudaMemcpyDeviceToHost), "read back the counters");
+    GV_CUDA_EXPECT(cudaMemcpy(&s, h.state, sizeof(s), cudaMemcpyDeviceToHost));
     return s;
   }
   std::uint64_t doorbell() const {
     std::uint64_t d;
-    ck(cudaMemcpy(&d, h.doorbell, 8, cudaMemcpyDeviceToHost), "read back the doorbell");
+    GV_CUDA_EXPECT(cudaMemcpy(&d, h.doorbell, 8, cudaMemcpyDeviceToHost));
     return d;
   }
   std::uint32_t dbrec_snd() const {
     m5::QpDbrec r;
-    ck(cudaMemcpy(&r, h.dbrec, 8, cudaMemcpyDeviceToHost), "read back the doorbell record");
+    GV_CUDA_EXPECT(cudaMemcpy(&r, h.dbrec, 8, cudaMemcpyDeviceToHost));
     return r.snd.get();
   }
   ~GpuRing() {
@@ -288,7 +283,7 @@ class GpuSoftEndToEnd : public ::testing::Test {
       qh[i] = qp[i]->device_handle();
       ch[i] = cq[i]->device_handle();
       buf[i] = static_cast<std::uint8_t*>(dev->alloc(kBytes));
-      mr[i] = pd->reg_mr(buf[i], kBytes, gv::kLocalWrite | gv::kRemoteWrite | gv::kRemoteRead | gv::kRemoteAtomic);
+      mr[i] = pd->reg_mr(buf[i], kBytes, gv::kAllAccess);
       std::mt19937_64 rng(100 + i);
       for (std::size_t k = 0; k < kBytes; ++k) buf[i][k] = static_cast<std::uint8_t>(rng());
     }

@@ -163,7 +163,7 @@ int nvshmemx_collective_launch(const void* func, dim3 grid, dim3 block, void** a
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     std::fprintf(stderr, "gpuverbs nvshmem: nvshmemx_collective_launch: %s (a grid must fit on the GPU at once)\n",
-                 cudaGetErrorString(e));
+                 gv::detail::cuda_error_text(e).c_str());
     return 1;
   }
   return NVSHMEMX_SUCCESS;

@@ -11,28 +11,12 @@
 #include <cstdio>
 #include <string>
 
+#include "processes.hpp"
+
 namespace {
 
-struct Outcome {
-  int code = -1;
-  std::string out;
-  double seconds = 0;
-};
-
-/// Outcome a shell command line, with its output.
-Outcome run(const std::string& cmd) {
-  Outcome r;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
+using gvt::Outcome;
+Outcome run(const std::string& cmd) { return gvt::run_command(cmd); }
 
 std::size_t count(const std::string& s, const std::string& what) {
   std::size_t c = 0;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "processes.hpp"
 #include "soft_fixture.hpp"
 
 namespace gvt {
@@ -144,10 +145,8 @@ TEST(SoftMultiProcess, AllOpcodesBetweenTwoProcesses) {
     EXPECT_EQ(e.syndrome, m5::kSyndRemoteAccessErr) << gv::describe(e);
     ASSERT_TRUE(send_all(down[1], std::uint8_t{1}));
   }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's checks failed (exit code = step)";
+  const ChildEnd end = wait_child(pid, std::chrono::seconds(60));
+  EXPECT_TRUE(end.ok()) << "the child " << end.text() << " (exit code = the step whose check failed)";
   close(up[0]);
   close(down[1]);
 }
