@@ -50,7 +50,7 @@ class SyntheticQueues {
   Placed gpu_mem_;  ///< the counters
   std::vector<std::byte> nops_;
   std::vector<m5::Cqe> cqes_;
-  gv::ib::QpState posted_{};
+  gv::ib::QpCounters posted_{};
 };
 
 /// What the cost kernels and the post floor post: a WRITE of *sge to raddr/rkey.

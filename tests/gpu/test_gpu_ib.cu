@@ -48,8 +48,8 @@ struct GpuRing {
     GV_CUDA_EXPECT(cudaMemcpy(v.data(), h.sq, v.size(), cudaMemcpyDeviceToHost));
     return v;
   }
-  gv::ib::QpState state() const {
-    gv::ib::QpState s;
+  gv::ib::QpCounters state() const {
+    gv::ib::QpCounters s;
     GV_CUDA_EXPECT(cudaMemcpy(&s, h.state, sizeof(s), cudaMemcpyDeviceToHost));
     return s;
   }
@@ -77,7 +77,7 @@ std::unique_ptr<GpuRing> make_ring(std::uint32_t sq_bbs, std::uint32_t max_sge, 
   r->h.sq = reinterpret_cast<std::byte*>(dev_alloc<std::uint8_t>(std::size_t{sq_bbs} * 64));
   r->h.dbrec = dev_alloc<m5::QpDbrec>(1);
   r->h.doorbell = dev_alloc<std::uint64_t>(1);
-  r->h.state = dev_alloc<gv::ib::QpState>(1);
+  r->h.state = dev_alloc<gv::ib::QpCounters>(1);
   r->h.sq_bbs = sq_bbs;
   r->h.max_send_sge = max_sge;
   r->h.max_inline = max_inline;
@@ -206,7 +206,7 @@ TEST_P(GpuPostConformance, WqesMatchTheHostEncoderByteForByte) {
   std::uint64_t db;
   std::memcpy(&db, want.data() + gv::ib::sq_octoword_offset(last, 0, ring->h.sq_bbs), 8);
   EXPECT_EQ(ring->doorbell(), db) << "the doorbell carries the last WQE's first 8 bytes";
-  const gv::ib::QpState qs = ring->state();
+  const gv::ib::QpCounters qs = ring->state();
   EXPECT_EQ(qs.sq.reserved, pos);
   EXPECT_EQ(qs.sq.published, pos);
   cudaFree(d_sges);

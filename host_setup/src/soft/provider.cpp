@@ -156,7 +156,7 @@ class SoftProvider final : public Provider {
     const std::vector<m5::Cqe> cqes(entries, ib::make_invalid_cqe());
     store_->write_at(ring, cqes.data(), cqes.size() * sizeof(m5::Cqe));
     store_->zero_at(dbrec, 64);
-    cq_state_[slot] = store_->alloc_counters("create_cq", sizeof(ib::CqState));
+    cq_state_[slot] = store_->alloc_counters("create_cq", sizeof(ib::CqCounters));
     CqCtx& c = tab().cqs()[slot];
     c.cqn = 0;
     c.log_cqes = ib::log2_pow2(entries);
@@ -186,7 +186,7 @@ class SoftProvider final : public Provider {
     h.cqn = cqn;
     h.ring = arena().at<m5::Cqe>(c.ring_off);
     h.dbrec = arena().at<m5::CqDbrec>(c.dbrec_off);
-    h.state = static_cast<ib::CqState*>(cq_state_[cqn - 1]);
+    h.state = static_cast<ib::CqCounters*>(cq_state_[cqn - 1]);
     h.abort = store_->engine_ptr(tab().hdr()->abort);
     h.error = store_->engine_ptr(tab().cqs()[cqn - 1].error);
     h.log_cqes = c.log_cqes;
@@ -206,7 +206,7 @@ class SoftProvider final : public Provider {
     q.rq_off = store_->heap_alloc_zeroed("create_qp", std::uint64_t{l.rq_wqes} << l.rq_stride_shift, 4096);
     q.dbrec_off = store_->heap_alloc_zeroed("create_qp", 64, 64);
     q.doorbell_off = store_->heap_alloc_zeroed("create_qp", 64, 64);
-    qp_state_[slot] = store_->alloc_counters("create_qp", sizeof(ib::QpState));
+    qp_state_[slot] = store_->alloc_counters("create_qp", sizeof(ib::QpCounters));
     q.state = static_cast<std::uint32_t>(QpState::kReset);
     q.pdn = l.pdn;
     q.send_cq = l.send_cqn - 1;
@@ -314,7 +314,7 @@ class SoftProvider final : public Provider {
     h.rq = arena().at<std::byte>(q.rq_off);
     h.dbrec = arena().at<m5::QpDbrec>(q.dbrec_off);
     h.doorbell = arena().at<std::uint64_t>(q.doorbell_off);
-    h.state = static_cast<ib::QpState*>(qp_state_[qpn - soft::kQpnBase]);
+    h.state = static_cast<ib::QpCounters*>(qp_state_[qpn - soft::kQpnBase]);
     h.abort = store_->engine_ptr(tab().hdr()->abort);
     h.sq_bbs = q.sq_bbs;
     h.rq_wqes = q.rq_wqes;

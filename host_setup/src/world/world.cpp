@@ -827,8 +827,8 @@ std::string World::describe() const {
       const std::size_t k = i * L + l;
       const ib::QpHandle qh = m.qps[k]->device_handle();
       const ib::CqHandle ch = m.cqs[k]->device_handle();
-      ib::QpState qs{};
-      ib::CqState cs{};
+      ib::QpCounters qs{};
+      ib::CqCounters cs{};
       rma::LaneState ls{};
       auto fetch = [&](void* dst, const void* src, std::size_t n) {
 #if GPUVERBS_HAVE_CUDA
