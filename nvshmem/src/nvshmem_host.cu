@@ -11,7 +11,7 @@
 
 #include <gpuverbs/host/world.hpp>
 
-#include "../cuda_util.hpp"
+#include "cuda_util.hpp"  // host_setup's CUDA check (private to the library and this face)
 
 namespace gv::nvshmem::detail {
 namespace {
