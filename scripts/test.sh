@@ -160,7 +160,7 @@ sanitizer_stage() {
   # Without MPI: Open MPI's own threads and allocations are not instrumented (the MPI bootstrap
   # runs in the ctest stage, label mpi).
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUVERBS_SANITIZE="$san" -DGPUVERBS_WITH_MPI=OFF \
-    -DGPUVERBS_ENABLE_CUDA=OFF -DGPUVERBS_BUILD_BENCH=OFF >"$LOGDIR/configure-$san.log" 2>&1 ||
+    -DGPUVERBS_ENABLE_CUDA=OFF -DGPUVERBS_BUILD_BENCH=OFF -DGPUVERBS_BUILD_SAMPLES=OFF >"$LOGDIR/configure-$san.log" 2>&1 ||
     { cat "$LOGDIR/configure-$san.log"; echo "cmake configure of $dir failed"; return 1; }
   # The build runs the test binaries (gtest discovery), so it needs the same environment.
   "${SAN_WRAP[@]}" cmake --build "$dir" -j "$GV_JOBS"

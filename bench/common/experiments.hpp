@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 
+#include <gpuverbs/splitmix.hpp>
 #include <gpuverbs/types.hpp>
 #include <gpuverbs/ib.hpp>
 
@@ -30,7 +31,6 @@ constexpr std::uint32_t kRecvBatch = 32;    ///< ... topped up after this many a
 constexpr std::uint32_t kMaxInline = 64;    ///< messages up to this size go inline
 constexpr std::uint8_t kPoison = 0xff;      ///< incoming regions before a run (never a tag)
 constexpr auto kNotReported = static_cast<Status>(0xffffffffu);
-constexpr std::uint32_t kAllAccess = gv::kLocalWrite | gv::kRemoteWrite | gv::kRemoteRead | gv::kRemoteAtomic;
 
 // ---- payloads -------------------------------------------------------------------------------
 
@@ -38,17 +38,12 @@ constexpr std::uint32_t kAllAccess = gv::kLocalWrite | gv::kRemoteWrite | gv::kR
 /// message k - 1's, so the receiver cannot mistake the previous message for this one.
 GV_HD inline std::uint8_t tag(std::uint64_t k) { return static_cast<std::uint8_t>(1 + k % 254); }
 
-inline std::uint64_t mix64(std::uint64_t x) {  // splitmix64's finaliser
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 inline std::uint64_t seed_of(int endpoint, std::uint64_t bytes) {
-  return mix64(0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(endpoint + 1) + bytes);
+  return splitmix64(0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(endpoint) + bytes);
 }
 /// Byte i of the payload seeded by `seed`.
 inline std::uint8_t pattern(std::uint64_t seed, std::uint64_t i) {
-  return static_cast<std::uint8_t>(mix64(seed + (i >> 3)) >> (8 * (i & 7)));
+  return static_cast<std::uint8_t>(splitmix64(seed + (i >> 3)) >> (8 * (i & 7)));
 }
 
 // ---- endpoints, work-request plans, the direct transport -------------------------------------

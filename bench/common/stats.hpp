@@ -9,7 +9,13 @@
 
 namespace gv::bench {
 
-/// perftest's latency columns, in microseconds.
+/// perftest's latency columns, in microseconds (or whatever unit the samples have). Every
+/// benchmark's statistics come from summarize(), so a column name means one thing everywhere:
+///   typical  the median: sorted[n / 2] (perftest's t_typical)
+///   avg      the mean; stdev the population standard deviation
+///   p99      the 99th percentile by nearest rank: sorted[ceil(0.99 n) - 1], the smallest sample
+///            with at least 99 % of the samples at or below it (p999 likewise at 0.999); with
+///            fewer than 100 samples that is the maximum
 struct LatencyStats {
   double min = 0, max = 0, typical = 0, avg = 0, stdev = 0, p99 = 0, p999 = 0;
 };

@@ -111,10 +111,10 @@ void rc_order_ceiling(int sink_gpu, int iters, cudaStream_t s0) {
               "ns/message/QP");
   std::byte* sink;
   std::uint64_t* t;
-  CK(cudaSetDevice(sink_gpu));
-  CK(cudaMalloc(&sink, 32 * 4096));
-  CK(cudaSetDevice(0));
-  CK(cudaMallocHost(&t, 2 * 32 * sizeof(std::uint64_t)));
+  GV_BENCH_CUDA(cudaSetDevice(sink_gpu));
+  GV_BENCH_CUDA(cudaMalloc(&sink, 32 * 4096));
+  GV_BENCH_CUDA(cudaSetDevice(0));
+  GV_BENCH_CUDA(cudaMallocHost(&t, 2 * 32 * sizeof(std::uint64_t)));
   const std::string gpus = "\"gpus\":" + std::to_string(sink_gpu == 0 ? 1 : 2) + ",";
   for (const bool lanes : {false, true}) {
     const char* variant = lanes ? "rc-order-floor-lanes" : "rc-order-floor-warps";
@@ -122,8 +122,8 @@ void rc_order_ceiling(int sink_gpu, int iters, cudaStream_t s0) {
       for (const int qps : {1, 16, 32}) {
         if (lanes) ordered_stores<<<1, 32, 0, s0>>>(sink, iters, bytes, qps, t);
         else ordered_stores<<<qps, 32, 0, s0>>>(sink, iters, bytes, qps, t);
-        CK(cudaGetLastError());
-        CK(cudaStreamSynchronize(s0));
+        GV_BENCH_CUDA(cudaGetLastError());
+        GV_BENCH_CUDA(cudaStreamSynchronize(s0));
         std::uint64_t first = ~std::uint64_t{0}, last = 0;
         for (int q = 0; q < qps; ++q) {
           first = std::min(first, t[2 * q]);
@@ -137,10 +137,10 @@ void rc_order_ceiling(int sink_gpu, int iters, cudaStream_t s0) {
       }
     }
   }
-  CK(cudaFreeHost(t));
-  CK(cudaSetDevice(sink_gpu));
-  CK(cudaFree(sink));
-  CK(cudaSetDevice(0));
+  GV_BENCH_CUDA(cudaFreeHost(t));
+  GV_BENCH_CUDA(cudaSetDevice(sink_gpu));
+  GV_BENCH_CUDA(cudaFree(sink));
+  GV_BENCH_CUDA(cudaSetDevice(0));
 }
 
 }  // namespace
@@ -161,8 +161,8 @@ void bench_anchors(const Options& o, Harness& h) {
   std::printf("# anchors: half round trip of a flag ping-pong [us]\n");
   std::uint64_t* rtt;
   std::uint32_t* timeouts;
-  CK(cudaMallocHost(&rtt, sizeof(std::uint64_t) * iters));
-  CK(cudaMallocHost(&timeouts, sizeof(std::uint32_t)));
+  GV_BENCH_CUDA(cudaMallocHost(&rtt, sizeof(std::uint64_t) * iters));
+  GV_BENCH_CUDA(cudaMallocHost(&timeouts, sizeof(std::uint32_t)));
   auto collect = [&](const char* what) {
     if (*timeouts) throw std::runtime_error(std::string(what) + ": a flag wait timed out");
     std::vector<double> v;
@@ -172,59 +172,59 @@ void bench_anchors(const Options& o, Harness& h) {
   for (const bool gpu : {true, false}) {
     std::uint32_t* f;
     if (gpu) {
-      CK(cudaMalloc(&f, 256));
-      CK(cudaMemset(f, 0, 256));
+      GV_BENCH_CUDA(cudaMalloc(&f, 256));
+      GV_BENCH_CUDA(cudaMemset(f, 0, 256));
     } else {
-      CK(cudaHostAlloc(&f, 256, cudaHostAllocMapped));
+      GV_BENCH_CUDA(cudaHostAlloc(&f, 256, cudaHostAllocMapped));
       std::memset(f, 0, 256);
     }
     *timeouts = 0;
     flag_pingpong_2blocks<<<2, 32>>>(f, f + 32, iters, rtt, timeouts);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
+    GV_BENCH_CUDA(cudaGetLastError());
+    GV_BENCH_CUDA(cudaDeviceSynchronize());
     collect(gpu ? "two blocks, flags in GPU memory" : "two blocks, flags in pinned host memory");
-    CK(gpu ? cudaFree(f) : cudaFreeHost(f));
+    GV_BENCH_CUDA(gpu ? cudaFree(f) : cudaFreeHost(f));
   }
   int n = 0;
-  CK(cudaGetDeviceCount(&n));
+  GV_BENCH_CUDA(cudaGetDeviceCount(&n));
   if (n >= 2) {
     int can = 0;
-    CK(cudaDeviceCanAccessPeer(&can, 0, 1));
+    GV_BENCH_CUDA(cudaDeviceCanAccessPeer(&can, 0, 1));
     if (can) {
       std::uint32_t *f0, *f1;
       cudaStream_t s0, s1;
       enable_peer_access(0, 1);
-      CK(cudaMalloc(&f0, 256));
-      CK(cudaMemset(f0, 0, 256));
-      CK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+      GV_BENCH_CUDA(cudaMalloc(&f0, 256));
+      GV_BENCH_CUDA(cudaMemset(f0, 0, 256));
+      GV_BENCH_CUDA(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
       enable_peer_access(1, 0);
-      CK(cudaMalloc(&f1, 256));
-      CK(cudaMemset(f1, 0, 256));
-      CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
-      CK(cudaDeviceSynchronize());
+      GV_BENCH_CUDA(cudaMalloc(&f1, 256));
+      GV_BENCH_CUDA(cudaMemset(f1, 0, 256));
+      GV_BENCH_CUDA(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+      GV_BENCH_CUDA(cudaDeviceSynchronize());
       *timeouts = 0;
       // GPU0 polls its own f0 and stores into GPU1's f1; GPU1 the reverse (peer stores).
       flag_pingpong<<<1, 32, 0, s1>>>(f1, f0, iters, false, rtt, timeouts);
-      CK(cudaSetDevice(0));
+      GV_BENCH_CUDA(cudaSetDevice(0));
       flag_pingpong<<<1, 32, 0, s0>>>(f0, f1, iters, true, rtt, timeouts);
-      CK(cudaStreamSynchronize(s0));
-      CK(cudaSetDevice(1));
-      CK(cudaStreamSynchronize(s1));
+      GV_BENCH_CUDA(cudaStreamSynchronize(s0));
+      GV_BENCH_CUDA(cudaSetDevice(1));
+      GV_BENCH_CUDA(cudaStreamSynchronize(s1));
       collect("two GPUs, peer stores (NVLink/PCIe)");
 
       // cudaMemcpyPeerAsync of 8 bytes, timed with events.
-      CK(cudaSetDevice(0));
+      GV_BENCH_CUDA(cudaSetDevice(0));
       cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
+      GV_BENCH_CUDA(cudaEventCreate(&e0));
+      GV_BENCH_CUDA(cudaEventCreate(&e1));
       std::vector<double> v;
       for (int i = 0; i < 1000; ++i) {
-        CK(cudaEventRecord(e0, s0));
-        CK(cudaMemcpyPeerAsync(f1, 1, f0, 0, 8, s0));
-        CK(cudaEventRecord(e1, s0));
-        CK(cudaEventSynchronize(e1));
+        GV_BENCH_CUDA(cudaEventRecord(e0, s0));
+        GV_BENCH_CUDA(cudaMemcpyPeerAsync(f1, 1, f0, 0, 8, s0));
+        GV_BENCH_CUDA(cudaEventRecord(e1, s0));
+        GV_BENCH_CUDA(cudaEventSynchronize(e1));
         float ms = 0;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
+        GV_BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1));
         if (i >= 100) v.push_back(ms * 1000.0);
       }
       report_anchor("cudaMemcpyPeerAsync 8 B, one way (events)", v);
@@ -233,46 +233,46 @@ void bench_anchors(const Options& o, Harness& h) {
       // it, then the peer copies back and waits; half the round trip by the host clock, the
       // host spinning on its waits (as host-controlled's does).
       for (const int g : {0, 1}) {
-        CK(cudaSetDevice(g));
-        CK(cudaSetDeviceFlags(cudaDeviceScheduleSpin));
+        GV_BENCH_CUDA(cudaSetDevice(g));
+        GV_BENCH_CUDA(cudaSetDeviceFlags(cudaDeviceScheduleSpin));
       }
       v.clear();
       for (int i = 0; i < 1000; ++i) {
         const std::uint64_t t0 = gv::sync::now_ns();
-        CK(cudaMemcpyPeerAsync(f1, 1, f0, 0, 8, s0));
-        CK(cudaStreamSynchronize(s0));
-        CK(cudaMemcpyPeerAsync(f0, 0, f1, 1, 8, s1));
-        CK(cudaStreamSynchronize(s1));
+        GV_BENCH_CUDA(cudaMemcpyPeerAsync(f1, 1, f0, 0, 8, s0));
+        GV_BENCH_CUDA(cudaStreamSynchronize(s0));
+        GV_BENCH_CUDA(cudaMemcpyPeerAsync(f0, 0, f1, 1, 8, s1));
+        GV_BENCH_CUDA(cudaStreamSynchronize(s1));
         if (i >= 100) v.push_back(static_cast<double>(gv::sync::now_ns() - t0) / 2000.0);
       }
       for (const int g : {1, 0}) {
-        CK(cudaSetDevice(g));
-        CK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
+        GV_BENCH_CUDA(cudaSetDevice(g));
+        GV_BENCH_CUDA(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
       }
       report_anchor("host-driven cudaMemcpyPeerAsync + sync ping-pong, 8 B", v);
 
       rc_order_ceiling(1, iters, s0);
-      CK(cudaSetDevice(0));
-      CK(cudaEventDestroy(e0));
-      CK(cudaEventDestroy(e1));
-      CK(cudaStreamDestroy(s0));
-      CK(cudaFree(f0));
-      CK(cudaSetDevice(1));
-      CK(cudaStreamDestroy(s1));
-      CK(cudaFree(f1));
-      CK(cudaSetDevice(0));
+      GV_BENCH_CUDA(cudaSetDevice(0));
+      GV_BENCH_CUDA(cudaEventDestroy(e0));
+      GV_BENCH_CUDA(cudaEventDestroy(e1));
+      GV_BENCH_CUDA(cudaStreamDestroy(s0));
+      GV_BENCH_CUDA(cudaFree(f0));
+      GV_BENCH_CUDA(cudaSetDevice(1));
+      GV_BENCH_CUDA(cudaStreamDestroy(s1));
+      GV_BENCH_CUDA(cudaFree(f1));
+      GV_BENCH_CUDA(cudaSetDevice(0));
     } else {
       std::printf(" two GPUs present but without peer access: no peer anchor\n");
     }
   } else {
     std::printf(" one GPU: no two-GPU anchors\n");
     cudaStream_t s0;
-    CK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+    GV_BENCH_CUDA(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
     rc_order_ceiling(0, iters, s0);
-    CK(cudaStreamDestroy(s0));
+    GV_BENCH_CUDA(cudaStreamDestroy(s0));
   }
-  CK(cudaFreeHost(rtt));
-  CK(cudaFreeHost(timeouts));
+  GV_BENCH_CUDA(cudaFreeHost(rtt));
+  GV_BENCH_CUDA(cudaFreeHost(timeouts));
 }
 
 }  // namespace gv::bench

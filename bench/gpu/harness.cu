@@ -9,12 +9,6 @@ std::uint32_t g_engine_warps = 4;
 bool g_owner = false;
 ProviderArgs g_provider;
 
-std::string cuda_text(cudaError_t e) {
-  if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice)
-    return std::string("no NVIDIA GPU or driver found (") + cudaGetErrorName(e) + ")";
-  return cudaGetErrorString(e);
-}
-
 const char* name(Mode m) {
   switch (m) {
     case Mode::kGpuQGpu: return "gpu-qgpu";
@@ -53,7 +47,7 @@ Status serve_proxy(const Endpoint& ep, const WrPlan& plan, ProxyChannel* ch, con
 
 void* alloc_mapped_bytes(std::size_t bytes) {
   void* p = nullptr;
-  CK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  GV_BENCH_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
   void* dp = nullptr;
   if (cudaHostGetDevicePointer(&dp, p, 0) != cudaSuccess || dp != p) {
     (void)cudaGetLastError();
@@ -65,12 +59,12 @@ void* alloc_mapped_bytes(std::size_t bytes) {
 }
 
 void enable_peer_access(int from, int to) {
-  CK(cudaSetDevice(from));
+  GV_BENCH_CUDA(cudaSetDevice(from));
   const cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
   if (e == cudaErrorPeerAccessAlreadyEnabled)
     (void)cudaGetLastError();
   else
-    CK(e);
+    GV_BENCH_CUDA(e);
 }
 
 // ---- Harness ------------------------------------------------------------------------------------
@@ -78,12 +72,12 @@ void enable_peer_access(int from, int to) {
 Harness::Harness(int gpus, std::uint64_t samples_per_role) : cap(samples_per_role) {
   try {
     for (int g = 0; g < gpus; ++g) {
-      CK(cudaSetDevice(g));
+      GV_BENCH_CUDA(cudaSetDevice(g));
       cudaStream_t s = nullptr;
-      CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      GV_BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
       streams.push_back(s);
     }
-    CK(cudaSetDevice(0));
+    GV_BENCH_CUDA(cudaSetDevice(0));
     status = alloc_mapped<Status>(kMaxRoles);
     samples = alloc_mapped<std::uint64_t>(kMaxRoles * cap);
     chans = alloc_mapped<ProxyChannel>(kMaxRoles);
@@ -145,9 +139,9 @@ Testbed::Testbed(Mode mode, int gpus, const Shape& s, Harness& h)
     // cudaMalloc on the endpoint's GPU, registered with the CPU engine (no GPU engine runs:
     // CUDA allocations are free to come and go). Each endpoint's kernels get a stream there.
     buffers.alloc = [this](int e, std::size_t bytes) {
-      CK(cudaSetDevice(gpu_of(e)));
+      GV_BENCH_CUDA(cudaSetDevice(gpu_of(e)));
       void* p = nullptr;
-      CK(cudaMalloc(&p, bytes));
+      GV_BENCH_CUDA(cudaMalloc(&p, bytes));
       return static_cast<std::uint8_t*>(p);
     };
     buffers.free = [](int, std::uint8_t* p) { (void)cudaFree(p); };
@@ -155,7 +149,7 @@ Testbed::Testbed(Mode mode, int gpus, const Shape& s, Harness& h)
   // gpu-qhost: the provider places a queue's poster/poller counters in memory of the current
   // GPU; make that the GPU whose kernel posts and polls.
   const auto select = [this](int e) {
-    if (mode_ == Mode::kGpuQHost) CK(cudaSetDevice(gpu_of(e)));
+    if (mode_ == Mode::kGpuQHost) GV_BENCH_CUDA(cudaSetDevice(gpu_of(e)));
   };
   try {
     if (mode_ == Mode::kHostControlled) {
@@ -165,9 +159,9 @@ Testbed::Testbed(Mode mode, int gpus, const Shape& s, Harness& h)
       set_schedule(cudaDeviceScheduleSpin);
       consumed_ = alloc_mapped<std::uint32_t>(static_cast<std::size_t>(ends));
       for (int e = 0; e < ends; ++e) {
-        CK(cudaSetDevice(gpu_of(e)));
+        GV_BENCH_CUDA(cudaSetDevice(gpu_of(e)));
         cudaStream_t st = nullptr;
-        CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        GV_BENCH_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
         ctl_streams_.push_back(st);
       }
     }
@@ -176,19 +170,19 @@ Testbed::Testbed(Mode mode, int gpus, const Shape& s, Harness& h)
     teardown();
     throw;
   }
-  CK(cudaSetDevice(0));
+  GV_BENCH_CUDA(cudaSetDevice(0));
 }
 
 void Testbed::put(int e, std::size_t off, const std::uint8_t* src, std::size_t n) {
   if (!buffers_on_gpu()) return bed_->put(e, off, src, n);
   std::uint8_t* dst = bed_->buffer(e) + off;
   const int g = gpu_of(e);
-  CK(cudaSetDevice(g));
+  GV_BENCH_CUDA(cudaSetDevice(g));
   for (std::size_t i = 0; i < n; i += Harness::kStaging) {
     const std::size_t c = std::min(Harness::kStaging, n - i);
     std::memcpy(h_.staging, src + i, c);
-    CK(cudaMemcpyAsync(dst + i, h_.staging, c, cudaMemcpyHostToDevice, h_.streams[static_cast<std::size_t>(g)]));
-    CK(cudaStreamSynchronize(h_.streams[static_cast<std::size_t>(g)]));
+    GV_BENCH_CUDA(cudaMemcpyAsync(dst + i, h_.staging, c, cudaMemcpyHostToDevice, h_.streams[static_cast<std::size_t>(g)]));
+    GV_BENCH_CUDA(cudaStreamSynchronize(h_.streams[static_cast<std::size_t>(g)]));
   }
 }
 
@@ -197,11 +191,11 @@ std::vector<std::uint8_t> Testbed::get(int e, std::size_t off, std::size_t n) {
   const std::uint8_t* src = bed_->buffer(e) + off;
   std::vector<std::uint8_t> v(n);
   const int g = gpu_of(e);
-  CK(cudaSetDevice(g));
+  GV_BENCH_CUDA(cudaSetDevice(g));
   for (std::size_t i = 0; i < n; i += Harness::kStaging) {
     const std::size_t c = std::min(Harness::kStaging, n - i);
-    CK(cudaMemcpyAsync(h_.staging, src + i, c, cudaMemcpyDeviceToHost, h_.streams[static_cast<std::size_t>(g)]));
-    CK(cudaStreamSynchronize(h_.streams[static_cast<std::size_t>(g)]));
+    GV_BENCH_CUDA(cudaMemcpyAsync(h_.staging, src + i, c, cudaMemcpyDeviceToHost, h_.streams[static_cast<std::size_t>(g)]));
+    GV_BENCH_CUDA(cudaStreamSynchronize(h_.streams[static_cast<std::size_t>(g)]));
     std::memcpy(v.data() + i, h_.staging, c);
   }
   return v;
@@ -216,18 +210,18 @@ void Testbed::resume() {
 
 void Testbed::sync_ctl_streams() {
   for (std::size_t e = 0; e < ctl_streams_.size(); ++e) {
-    CK(cudaSetDevice(gpu_of(static_cast<int>(e))));
-    CK(cudaStreamSynchronize(ctl_streams_[e]));
+    GV_BENCH_CUDA(cudaSetDevice(gpu_of(static_cast<int>(e))));
+    GV_BENCH_CUDA(cudaStreamSynchronize(ctl_streams_[e]));
   }
-  CK(cudaSetDevice(0));
+  GV_BENCH_CUDA(cudaSetDevice(0));
 }
 
 void Testbed::set_schedule(unsigned flags) {
   for (int g = 0; g < gpus_; ++g) {
-    CK(cudaSetDevice(g));
-    CK(cudaSetDeviceFlags(flags));
+    GV_BENCH_CUDA(cudaSetDevice(g));
+    GV_BENCH_CUDA(cudaSetDeviceFlags(flags));
   }
-  CK(cudaSetDevice(0));
+  GV_BENCH_CUDA(cudaSetDevice(0));
 }
 
 void Testbed::teardown() noexcept {

@@ -26,6 +26,7 @@
 #include <gpuverbs/ib.hpp>
 
 #include "../common/bed.hpp"
+#include "../common/cuda_check.hpp"
 #include "../common/experiments.hpp"
 #include "../common/provider.hpp"
 #include "../common/report.hpp"
@@ -37,15 +38,6 @@ namespace gv::bench {
 namespace m5 = gv::ib::mlx5;
 constexpr auto kSys = gv::sync::Scope::kSystem;
 
-/// What a failed CUDA call means, in the words host_setup uses: a machine without a GPU is
-/// named as such (the runtime blames the driver version there).
-std::string cuda_text(cudaError_t e);
-
-#define CK(expr)                                                                                        \
-  do {                                                                                                  \
-    const cudaError_t e_ = (expr);                                                                      \
-    if (e_ != cudaSuccess) throw std::runtime_error(std::string(#expr) + ": " + ::gv::bench::cuda_text(e_)); \
-  } while (0)
 
 extern JsonLog g_json;                ///< --json FILE: the JSON rows (none without it)
 extern std::uint32_t g_engine_warps;  ///< gpu-qgpu: the GPU engine's warps (--engine-warps)
@@ -257,7 +249,7 @@ class Testbed {
     std::string error;  // the first
     const auto check = [&](cudaError_t e, const char* doing, int g) {
       if (e != cudaSuccess && error.empty())
-        error = what + ": " + doing + " GPU " + std::to_string(g) + ": " + cuda_text(e);
+        error = what + ": " + doing + " GPU " + std::to_string(g) + ": " + cudaGetErrorString(e);
       return e == cudaSuccess;
     };
     for (int lo = 0; lo < roles && error.empty();) {
@@ -285,7 +277,7 @@ class Testbed {
     for (const int g : launched)
       if (check(cudaSetDevice(g), "selecting", g))
         check(cudaStreamSynchronize(h_.streams[static_cast<std::size_t>(g)]), "the kernel on", g);
-    CK(cudaSetDevice(0));
+    GV_BENCH_CUDA(cudaSetDevice(0));
     if (!error.empty()) throw std::runtime_error(error);
   }
 

@@ -169,8 +169,8 @@ Options parse(int argc, char** argv) {
 int choose_gpus(int asked, int present) {
   int a = 0, b = 0;
   if (present >= 2) {
-    CK(cudaDeviceCanAccessPeer(&a, 0, 1));
-    CK(cudaDeviceCanAccessPeer(&b, 1, 0));
+    GV_BENCH_CUDA(cudaDeviceCanAccessPeer(&a, 0, 1));
+    GV_BENCH_CUDA(cudaDeviceCanAccessPeer(&b, 1, 0));
   }
   const bool peers = a != 0 && b != 0;
   const int gpus = asked != 0 ? asked : peers ? 2 : 1;
@@ -179,7 +179,7 @@ int choose_gpus(int asked, int present) {
     enable_peer_access(0, 1);
     enable_peer_access(1, 0);
   }
-  CK(cudaSetDevice(0));
+  GV_BENCH_CUDA(cudaSetDevice(0));
   return gpus;
 }
 
@@ -188,13 +188,13 @@ int list_devices(int n) {
   std::printf("%d GPU%s:", n, n == 1 ? "" : "s");
   for (int g = 0; g < n; ++g) {
     cudaDeviceProp p{};
-    CK(cudaGetDeviceProperties(&p, g));
+    GV_BENCH_CUDA(cudaGetDeviceProperties(&p, g));
     std::printf("%s %d %s", g == 0 ? "" : ",", g, p.name);
   }
   if (n >= 2) {
     int a = 0, b = 0;
-    CK(cudaDeviceCanAccessPeer(&a, 0, 1));
-    CK(cudaDeviceCanAccessPeer(&b, 1, 0));
+    GV_BENCH_CUDA(cudaDeviceCanAccessPeer(&a, 0, 1));
+    GV_BENCH_CUDA(cudaDeviceCanAccessPeer(&b, 1, 0));
     std::printf("; peer access 0<->1: %s", a && b ? "yes" : "no");
   }
   std::printf("\n");
@@ -204,19 +204,20 @@ int list_devices(int n) {
 int run(const Options& o_in, int argc, char** argv) {
   Options o = o_in;
   int n = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) throw gv::Error(cuda_text(e));
+  if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess)  // the runtime blames the driver there
+    throw gv::Error(std::string("no NVIDIA GPU or driver found (") + cudaGetErrorName(e) + ")");
   if (n == 0) throw gv::Error("no NVIDIA GPU or driver found (the CUDA runtime lists no device)");
   if (o.cmd == "devices") return list_devices(n);
   // Host threads that wait for a kernel sleep instead of spinning, leaving the cores to the
   // CPU engine, the proxies and the host posters (in-kernel timing does not depend on it);
   // host-controlled runs spin (Testbed).
   for (int g = 0; g < n; ++g) {
-    CK(cudaSetDevice(g));
-    CK(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
+    GV_BENCH_CUDA(cudaSetDevice(g));
+    GV_BENCH_CUDA(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
   }
   o.gpus = choose_gpus(o.gpus, n);
   cudaDeviceProp p{};
-  CK(cudaGetDeviceProperties(&p, 0));
+  GV_BENCH_CUDA(cudaGetDeviceProperties(&p, 0));
   std::printf("# device: %s x%d, %d used; GPU engine warps %u; GPU posters %s; modes:", p.name, n, o.gpus,
               g_engine_warps, g_owner ? "owner" : "exclusive");
   for (const Mode m : o.modes) std::printf(" %s", name(m));

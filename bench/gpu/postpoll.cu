@@ -97,7 +97,8 @@ __device__ Status take_ready(PollMode m, const gv::ib::CqHandle& cq, gv::ib::QpO
       return st;
     case PollMode::kWarp:
       for (int got = 0; got < n && st == Status::kOk;) {
-        const int k = gv::ib::poll_cq_warp(cq, c, &st);
+        int k = 0;
+        st = gv::ib::poll_cq_warp(cq, c, k);
         if (k == 0 && st == Status::kEmpty) st = Status::kTimeout;
         got += k;
       }

@@ -8,11 +8,11 @@ namespace gv::bench {
 void* Placed::alloc_bytes(std::size_t bytes) {
   void* p = nullptr;
   if (gpu) {
-    CK(cudaMalloc(&p, bytes));
+    GV_BENCH_CUDA(cudaMalloc(&p, bytes));
     ptrs.push_back(p);
-    CK(cudaMemsetAsync(p, 0, bytes, s));
+    GV_BENCH_CUDA(cudaMemsetAsync(p, 0, bytes, s));
   } else {
-    CK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    GV_BENCH_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
     ptrs.push_back(p);
     std::memset(p, 0, bytes);
   }
@@ -24,12 +24,12 @@ Placed::~Placed() {
 }
 
 SyntheticQueues::SyntheticQueues(bool gpu, cudaStream_t s) : mem_{gpu, s, {}}, gpu_mem_{true, s, {}} {
-  CK(cudaSetDevice(0));
+  GV_BENCH_CUDA(cudaSetDevice(0));
   qp.qpn = 0x99;
   qp.sq = mem_.alloc<std::byte>(kBbs * 64);
   qp.dbrec = mem_.alloc<m5::QpDbrec>(64);
   qp.doorbell = mem_.alloc<std::uint64_t>(64);
-  qp.state = gpu_mem_.alloc<gv::ib::QpState>(sizeof(gv::ib::QpState));
+  qp.state = gpu_mem_.alloc<gv::ib::QpCounters>(sizeof(gv::ib::QpCounters));
   qp.executor = gpu ? gv::sync::Scope::kGpu : gv::sync::Scope::kSystem;
   qp.sq_bbs = kBbs;
   qp.max_send_sge = 1;
@@ -37,7 +37,7 @@ SyntheticQueues::SyntheticQueues(bool gpu, cudaStream_t s) : mem_{gpu, s, {}}, g
   cq.cqn = 1;
   cq.ring = mem_.alloc<m5::Cqe>(kBbs * sizeof(m5::Cqe));
   cq.dbrec = mem_.alloc<m5::CqDbrec>(64);
-  cq.state = gpu_mem_.alloc<gv::ib::CqState>(sizeof(gv::ib::CqState));
+  cq.state = gpu_mem_.alloc<gv::ib::CqCounters>(sizeof(gv::ib::CqCounters));
   cq.executor = qp.executor;
   cq.log_cqes = gv::ib::log2_pow2(kBbs);
   cq.send_qp = qp.state;
@@ -57,13 +57,13 @@ SyntheticQueues::SyntheticQueues(bool gpu, cudaStream_t s) : mem_{gpu, s, {}}, g
 }
 
 void SyntheticQueues::fresh(cudaStream_t s) {
-  CK(cudaMemsetAsync(qp.state, 0, sizeof(gv::ib::QpState), s));
-  CK(cudaMemsetAsync(cq.state, 0, sizeof(gv::ib::CqState), s));
+  GV_BENCH_CUDA(cudaMemsetAsync(qp.state, 0, sizeof(gv::ib::QpCounters), s));
+  GV_BENCH_CUDA(cudaMemsetAsync(cq.state, 0, sizeof(gv::ib::CqCounters), s));
 }
 
 void SyntheticQueues::ready(cudaStream_t s) {
   // The sources outlive the kernel that follows on `s`.
-  static const gv::ib::CqState untaken{};
+  static const gv::ib::CqCounters untaken{};
   mem_.s = gpu_mem_.s = s;
   mem_.upload(qp.sq, nops_.data(), nops_.size());
   mem_.upload(cq.ring, cqes_.data(), cqes_.size() * sizeof(m5::Cqe));

@@ -23,7 +23,7 @@ struct Placed {
     return static_cast<T*>(alloc_bytes(bytes));
   }
   void* alloc_bytes(std::size_t bytes);
-  void upload(void* dst, const void* src, std::size_t n) { CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s)); }
+  void upload(void* dst, const void* src, std::size_t n) { GV_BENCH_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s)); }
   ~Placed();
 };
 
@@ -50,7 +50,7 @@ class SyntheticQueues {
   Placed gpu_mem_;  ///< the counters
   std::vector<std::byte> nops_;
   std::vector<m5::Cqe> cqes_;
-  gv::ib::QpState posted_{};
+  gv::ib::QpCounters posted_{};
 };
 
 /// What the cost kernels and the post floor post: a WRITE of *sge to raddr/rkey.
@@ -73,13 +73,13 @@ constexpr std::uint32_t kSyntheticRkey = 0x55;
 /// ns per WQE or CQE. `what` names the run in errors.
 template <class Launch>
 std::vector<double> per_call_ns(Harness& h, int reps, double per_launch, const std::string& what, Launch&& launch) {
-  CK(cudaSetDevice(0));
+  GV_BENCH_CUDA(cudaSetDevice(0));
   std::vector<double> v;
   for (int r = 0; r <= reps; ++r) {
     h.status[0] = kNotReported;
     launch(h.streams[0]);
-    CK(cudaGetLastError());
-    CK(cudaStreamSynchronize(h.streams[0]));
+    GV_BENCH_CUDA(cudaGetLastError());
+    GV_BENCH_CUDA(cudaStreamSynchronize(h.streams[0]));
     if (h.status[0] != Status::kOk)
       throw gv::Error(what + ": " +
                       (h.status[0] == kNotReported ? std::string("the kernel did not report") : gv::to_string(h.status[0])));

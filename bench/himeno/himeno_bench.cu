@@ -21,6 +21,7 @@
 
 #include "args.hpp"
 #include "multi_bench.hpp"
+#include "stats.hpp"
 #include "one_gpu.hpp"
 
 namespace {
@@ -30,15 +31,6 @@ using namespace gv::himeno;
 // Bytes one interior point moves per iteration: p once (window reuse), 12 coefficients,
 // the new p.
 constexpr int kBytesPerPoint = 14 * 4;
-
-#define BENCH_CHECK(expr)                                                                \
-  do {                                                                                   \
-    const cudaError_t e_ = (expr);                                                       \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "himeno_bench: %s failed: %s\n", #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
 
 struct Options {
   std::string size = "M";
@@ -104,47 +96,37 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-struct Stats {
-  double min, median, mean, p99;
-};
-Stats stats(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  double sum = 0.0;
-  for (double x : v) sum += x;
-  const auto at = [&](double q) { return v[std::min(v.size() - 1, std::size_t(q * double(v.size())))]; };
-  return {v.front(), at(0.5), sum / double(v.size()), at(0.99)};
-}
 
 // Device-to-device copy bandwidth (bytes read + bytes written) over 1 GiB, median of 10.
 double copy_bandwidth_gbs() {
   constexpr std::size_t kBytes = std::size_t(1) << 30;
   void *src = nullptr, *dst = nullptr;
-  BENCH_CHECK(cudaMalloc(&src, kBytes));
-  BENCH_CHECK(cudaMalloc(&dst, kBytes));
-  BENCH_CHECK(cudaMemset(src, 0x3c, kBytes));
+  GV_BENCH_CUDA(cudaMalloc(&src, kBytes));
+  GV_BENCH_CUDA(cudaMalloc(&dst, kBytes));
+  GV_BENCH_CUDA(cudaMemset(src, 0x3c, kBytes));
   cudaEvent_t t0, t1;
-  BENCH_CHECK(cudaEventCreate(&t0));
-  BENCH_CHECK(cudaEventCreate(&t1));
+  GV_BENCH_CUDA(cudaEventCreate(&t0));
+  GV_BENCH_CUDA(cudaEventCreate(&t1));
   std::vector<double> ms;
   for (int r = 0; r < 12; ++r) {
-    BENCH_CHECK(cudaEventRecord(t0));
-    BENCH_CHECK(cudaMemcpyAsync(dst, src, kBytes, cudaMemcpyDeviceToDevice));
-    BENCH_CHECK(cudaEventRecord(t1));
-    BENCH_CHECK(cudaEventSynchronize(t1));
+    GV_BENCH_CUDA(cudaEventRecord(t0));
+    GV_BENCH_CUDA(cudaMemcpyAsync(dst, src, kBytes, cudaMemcpyDeviceToDevice));
+    GV_BENCH_CUDA(cudaEventRecord(t1));
+    GV_BENCH_CUDA(cudaEventSynchronize(t1));
     float m = 0.0f;
-    BENCH_CHECK(cudaEventElapsedTime(&m, t0, t1));
+    GV_BENCH_CUDA(cudaEventElapsedTime(&m, t0, t1));
     if (r >= 2) ms.push_back(m);  // first two are warm-up
   }
-  BENCH_CHECK(cudaEventDestroy(t0));
-  BENCH_CHECK(cudaEventDestroy(t1));
-  BENCH_CHECK(cudaFree(src));
-  BENCH_CHECK(cudaFree(dst));
-  return 2.0 * double(kBytes) / (stats(ms).median * 1e-3) / 1e9;
+  GV_BENCH_CUDA(cudaEventDestroy(t0));
+  GV_BENCH_CUDA(cudaEventDestroy(t1));
+  GV_BENCH_CUDA(cudaFree(src));
+  GV_BENCH_CUDA(cudaFree(dst));
+  return 2.0 * double(kBytes) / (gv::bench::summarize(ms).typical * 1e-3) / 1e9;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   for (int a = 1; a < argc; ++a) {
     if (std::strcmp(argv[a], "-h") == 0 || std::strcmp(argv[a], "--help") == 0) {
       gv::himeno::bench::print_help(stdout);
@@ -155,9 +137,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[a], "--ranks") == 0) return gv::himeno::bench::run_multi(argc, argv);
   const Options o = parse(argc, argv);
   int dev = 0;
-  BENCH_CHECK(cudaGetDevice(&dev));
+  GV_BENCH_CUDA(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
-  BENCH_CHECK(cudaGetDeviceProperties(&prop, dev));
+  GV_BENCH_CUDA(cudaGetDeviceProperties(&prop, dev));
   const double copy_gbs = copy_bandwidth_gbs();
 
   HostFields init;
@@ -173,7 +155,7 @@ int main(int argc, char** argv) {
       o.split ? std::vector<PlaneRange>{h.top, h.bottom} : std::vector<PlaneRange>{all};
 
   cudaStream_t stream;
-  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  GV_BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   bench::OneGpuRun run;
   try {
     run = bench::time_one_gpu(dom, ranges, o.iters, o.reps, stream);
@@ -184,9 +166,9 @@ int main(int argc, char** argv) {
   const std::vector<double>& ms = run.ms;
   const double first_gosa = run.gosa;
 
-  const Stats s = stats(ms);
+  const gv::bench::LatencyStats s = gv::bench::summarize(ms);  // of ms per repetition
   const double points = double(interior_points(o.grid));
-  const double sec = s.median * 1e-3;
+  const double sec = s.typical * 1e-3;
   const double gflops = kFlopsPerPoint * points * o.iters / sec / 1e9;
   const double gbs = kBytesPerPoint * points * o.iters / sec / 1e9;
   const double ceiling_gflops = copy_gbs / kBytesPerPoint * kFlopsPerPoint;
@@ -201,7 +183,7 @@ int main(int argc, char** argv) {
         "\"time_ms_p99\":%.4f,\"gflops\":%.1f,\"bytes_per_point\":%d,\"achieved_gbs\":%.1f,"
         "\"copy_gbs\":%.1f,\"fraction_of_copy_bw\":%.3f,\"ceiling_gflops\":%.1f}\n",
         prop.name, o.size.c_str(), o.grid.ni, o.grid.nj, o.grid.nk, o.iters, o.reps, arith,
-        o.split ? "true" : "false", plan.planes_per_block, first_gosa, s.min, s.median, s.mean,
+        o.split ? "true" : "false", plan.planes_per_block, first_gosa, s.min, s.typical, s.avg,
         s.p99, gflops, kBytesPerPoint, gbs, copy_gbs, gbs / copy_gbs, ceiling_gflops);
   } else {
     std::printf("# himeno on %s: %dx%dx%d (%s), %d iterations x %d reps, %s arithmetic%s, "
@@ -211,9 +193,12 @@ int main(int argc, char** argv) {
     std::printf("%-7s %-16s %10s %10s %10s %10s %9s %6s %9s %9s %7s\n", "size", "gosa", "t_min_ms",
                 "t_med_ms", "t_mean_ms", "t_p99_ms", "GFLOPS", "B/pt", "GB/s", "copyGB/s", "frac");
     std::printf("%-7s %-16.9e %10.3f %10.3f %10.3f %10.3f %9.1f %6d %9.1f %9.1f %7.3f\n",
-                o.size.c_str(), first_gosa, s.min, s.median, s.mean, s.p99, gflops, kBytesPerPoint,
+                o.size.c_str(), first_gosa, s.min, s.typical, s.avg, s.p99, gflops, kBytesPerPoint,
                 gbs, copy_gbs, gbs / copy_gbs);
   }
-  BENCH_CHECK(cudaStreamDestroy(stream));
+  GV_BENCH_CUDA(cudaStreamDestroy(stream));
   return 0;
+} catch (const std::exception& e) {  // a failed CUDA call (GV_BENCH_CUDA)
+  std::fprintf(stderr, "himeno_bench: %s\n", e.what());
+  return 1;
 }

@@ -255,13 +255,13 @@ int run_multi(int argc, char** argv) {
       OneGpuRun base;
       CostMeter base_cost{energy, {0}};
       {
-        cuda_or_throw(cudaSetDevice(0), "cudaSetDevice(0)");
+        gv::bench::cuda_check(cudaSetDevice(0), "cudaSetDevice(0)");
         DeviceDomain dom(standard_fields(s.grid), c.planes_per_block, c.arith);
         cudaStream_t stream = nullptr;
-        cuda_or_throw(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+        gv::bench::cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
         base = time_one_gpu(dom, {PlaneRange{1, s.grid.ni - 1}}, iters, c.reps, stream,
                             [&](bool before) { before ? base_cost.begin() : base_cost.end(); });
-        cuda_or_throw(cudaStreamDestroy(stream), "cudaStreamDestroy");
+        gv::bench::cuda_check(cudaStreamDestroy(stream), "cudaStreamDestroy");
       }
       const double t1 = median(base.ms) * 1e3 / iters;
       const double cpu1 = base_cost.cpu_us / (double(c.reps) * iters);

@@ -11,11 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace gv::himeno::bench {
+#include "cuda_check.hpp"
 
-inline void cuda_or_throw(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorString(e));
-}
+namespace gv::himeno::bench {
 
 struct OneGpuRun {
   std::vector<double> ms;  ///< per timed repetition
@@ -27,24 +25,24 @@ struct OneGpuRun {
 inline OneGpuRun time_one_gpu(DeviceDomain& dom, const std::vector<PlaneRange>& ranges, int iters, int reps,
                               cudaStream_t stream, const std::function<void(bool)>& around = {}) {
   double* gosa = nullptr;
-  cuda_or_throw(cudaMalloc(&gosa, std::size_t(iters) * sizeof(double)), "cudaMalloc(Gosa)");
+  gv::bench::cuda_check(cudaMalloc(&gosa, std::size_t(iters) * sizeof(double)), "cudaMalloc(Gosa)");
   cudaEvent_t t0 = nullptr, t1 = nullptr;
-  cuda_or_throw(cudaEventCreate(&t0), "cudaEventCreate");
-  cuda_or_throw(cudaEventCreate(&t1), "cudaEventCreate");
+  gv::bench::cuda_check(cudaEventCreate(&t0), "cudaEventCreate");
+  gv::bench::cuda_check(cudaEventCreate(&t1), "cudaEventCreate");
   OneGpuRun out;
   for (int rep = -1; rep < reps; ++rep) {
-    cuda_or_throw(dom.reset(stream), "reset");
-    cuda_or_throw(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    gv::bench::cuda_check(dom.reset(stream), "reset");
+    gv::bench::cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     if (rep >= 0 && around) around(true);
-    cuda_or_throw(cudaEventRecord(t0, stream), "cudaEventRecord");
-    for (int n = 0; n < iters; ++n) cuda_or_throw(dom.iterate(ranges, gosa + n, stream), "iterate");
-    cuda_or_throw(cudaEventRecord(t1, stream), "cudaEventRecord");
-    cuda_or_throw(cudaEventSynchronize(t1), "cudaEventSynchronize");
+    gv::bench::cuda_check(cudaEventRecord(t0, stream), "cudaEventRecord");
+    for (int n = 0; n < iters; ++n) gv::bench::cuda_check(dom.iterate(ranges, gosa + n, stream), "iterate");
+    gv::bench::cuda_check(cudaEventRecord(t1, stream), "cudaEventRecord");
+    gv::bench::cuda_check(cudaEventSynchronize(t1), "cudaEventSynchronize");
     if (rep >= 0 && around) around(false);
     float m = 0.0f;
-    cuda_or_throw(cudaEventElapsedTime(&m, t0, t1), "cudaEventElapsedTime");
+    gv::bench::cuda_check(cudaEventElapsedTime(&m, t0, t1), "cudaEventElapsedTime");
     double g = 0.0;
-    cuda_or_throw(cudaMemcpy(&g, gosa + iters - 1, sizeof g, cudaMemcpyDeviceToHost), "cudaMemcpy(Gosa)");
+    gv::bench::cuda_check(cudaMemcpy(&g, gosa + iters - 1, sizeof g, cudaMemcpyDeviceToHost), "cudaMemcpy(Gosa)");
     if (rep < 0) {
       out.gosa = g;
       continue;
@@ -54,9 +52,9 @@ inline OneGpuRun time_one_gpu(DeviceDomain& dom, const std::vector<PlaneRange>& 
                                std::to_string(out.gosa) + ")");
     out.ms.push_back(m);
   }
-  cuda_or_throw(cudaEventDestroy(t0), "cudaEventDestroy");
-  cuda_or_throw(cudaEventDestroy(t1), "cudaEventDestroy");
-  cuda_or_throw(cudaFree(gosa), "cudaFree");
+  gv::bench::cuda_check(cudaEventDestroy(t0), "cudaEventDestroy");
+  gv::bench::cuda_check(cudaEventDestroy(t1), "cudaEventDestroy");
+  gv::bench::cuda_check(cudaFree(gosa), "cudaFree");
   return out;
 }
 

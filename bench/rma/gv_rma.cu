@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include <gpuverbs/rma.hpp>
 
 #include "args.hpp"
+#include "cuda_check.hpp"
 #include "device_clock.cuh"
 #include "metadata.hpp"
 #include "report.hpp"
@@ -44,14 +46,6 @@ using gv::Status;
 using rma::Endpoint;
 using rma::Transport;
 
-#define CUDA_OK(expr)                                                                                  \
-  do {                                                                                                 \
-    const cudaError_t e_ = (expr);                                                                     \
-    if (e_ != cudaSuccess) {                                                                           \
-      std::fprintf(stderr, "gv_rma: %s: %s (%s:%d)\n", #expr, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                                    \
-    }                                                                                                  \
-  } while (0)
 
 using gv::bench::gtimer;
 using gv::bench::LoopClock;
@@ -307,15 +301,15 @@ struct Pair {
     // Streams and host memory before the World: with ib the software HCA's engine is resident
     // from then on, and an allocation could wait for it.
     int gpus = 0;
-    CUDA_OK(cudaGetDeviceCount(&gpus));
+    GV_BENCH_CUDA(cudaGetDeviceCount(&gpus));
     for (int r = 0; r < 2; ++r) {
-      CUDA_OK(cudaSetDevice(r % gpus));
-      CUDA_OK(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
+      GV_BENCH_CUDA(cudaSetDevice(r % gpus));
+      GV_BENCH_CUDA(cudaStreamCreateWithFlags(&s[r], cudaStreamNonBlocking));
     }
-    CUDA_OK(cudaSetDevice(0));
-    CUDA_OK(cudaMallocHost(&cycles, sizeof(std::uint64_t) * static_cast<std::size_t>(max_iters)));
-    CUDA_OK(cudaMallocHost(&timing, sizeof(Timing)));
-    CUDA_OK(cudaMallocHost(&sink, sizeof(std::uint64_t)));
+    GV_BENCH_CUDA(cudaSetDevice(0));
+    GV_BENCH_CUDA(cudaMallocHost(&cycles, sizeof(std::uint64_t) * static_cast<std::size_t>(max_iters)));
+    GV_BENCH_CUDA(cudaMallocHost(&timing, sizeof(Timing)));
+    GV_BENCH_CUDA(cudaMallocHost(&sink, sizeof(std::uint64_t)));
     gv::WorldOptions o;
     o.memory = gv::WorldOptions::Memory::kGpu;
     o.transport = tr;
@@ -323,13 +317,13 @@ struct Pair {
     o.budget = gv::Budget{30'000'000'000ull};
     w = gv::World::create_local(2, o);
     for (int r = 0; r < 2; ++r) {
-      CUDA_OK(cudaSetDevice(w[r]->gpu()));
+      GV_BENCH_CUDA(cudaSetDevice(w[r]->gpu()));
       buf[r] = static_cast<std::byte*>(w[r]->alloc(area_bytes));
       src[r] = static_cast<std::byte*>(w[r]->alloc(area_bytes));
       sig[r] = static_cast<std::uint64_t*>(w[r]->alloc(4096));
       st[r] = static_cast<std::uint32_t*>(w[r]->alloc(64));
-      CUDA_OK(cudaMemsetAsync(src[r], 0x5a, area_bytes, s[r]));
-      CUDA_OK(cudaStreamSynchronize(s[r]));
+      GV_BENCH_CUDA(cudaMemsetAsync(src[r], 0x5a, area_bytes, s[r]));
+      GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
     }
   }
   ~Pair() {
@@ -344,13 +338,13 @@ struct Pair {
     (void)cudaFreeHost(sink);
   }
   const Endpoint& ep(int r) const { return w[r]->endpoint(); }
-  void on(int r) const { CUDA_OK(cudaSetDevice(w[r]->gpu())); }
+  void on(int r) const { GV_BENCH_CUDA(cudaSetDevice(w[r]->gpu())); }
   void reset() {
     for (int r = 0; r < 2; ++r) {
       on(r);
-      CUDA_OK(cudaMemsetAsync(sig[r], 0, 4096, s[r]));
-      CUDA_OK(cudaMemsetAsync(st[r], 0, 64, s[r]));
-      CUDA_OK(cudaStreamSynchronize(s[r]));
+      GV_BENCH_CUDA(cudaMemsetAsync(sig[r], 0, 4096, s[r]));
+      GV_BENCH_CUDA(cudaMemsetAsync(st[r], 0, 64, s[r]));
+      GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
     }
   }
   /// Wait for both ranks; false (with a message) when a kernel reported a status. Throws
@@ -359,10 +353,10 @@ struct Pair {
     bool ok = true;
     for (int r = 0; r < 2; ++r) {
       on(r);
-      CUDA_OK(cudaStreamSynchronize(s[r]));
+      GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
       std::uint32_t v = 0;
-      CUDA_OK(cudaMemcpyAsync(&v, st[r], 4, cudaMemcpyDeviceToHost, s[r]));
-      CUDA_OK(cudaStreamSynchronize(s[r]));
+      GV_BENCH_CUDA(cudaMemcpyAsync(&v, st[r], 4, cudaMemcpyDeviceToHost, s[r]));
+      GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
       if (v != 0) {
         std::fprintf(stderr, "gv_rma: %s over %s: rank %d: %s\n", what, rma::to_string(t), r, gv::to_string(static_cast<Status>(v)));
         ok = false;
@@ -430,7 +424,7 @@ void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t ma
       auto* k = op == 0 ? pingpong<G, 0> : pingpong<G, 1>;
       k<<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], nullptr, bytes, p.sig[r], warmup, iters, p.cycles,
                                              p.timing, p.st[r]);
-      CUDA_OK(cudaGetLastError());
+      GV_BENCH_CUDA(cudaGetLastError());
     }
     if (!p.finish(test)) continue;
     emit_latency(test, scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
@@ -472,7 +466,7 @@ void run_one_sided(Options& o, Pair& p, int op, const char* scope, std::size_t m
     // Local buffer in the heap (ib needs registered memory): src of rank 0.
     one_sided<G><<<1, threads, 0, p.s[0]>>>(p.ep(0), op, p.buf[0], p.src[0], bytes, p.sig[0] + 8, warmup, iters,
                                             p.cycles, p.timing, p.st[0], p.sink);
-    CUDA_OK(cudaGetLastError());
+    GV_BENCH_CUDA(cudaGetLastError());
     if (!p.finish(names[op])) continue;
     emit_latency(names[op], scope, rma::to_string(p.t), bytes, iters, p.samples(iters, false));
   }
@@ -485,16 +479,16 @@ bool time_on_rank0(Pair& p, const char* what, float& ms, Launch&& launch) {
   p.reset();
   p.on(0);
   cudaEvent_t a, b;
-  CUDA_OK(cudaEventCreate(&a));
-  CUDA_OK(cudaEventCreate(&b));
-  CUDA_OK(cudaEventRecord(a, p.s[0]));
+  GV_BENCH_CUDA(cudaEventCreate(&a));
+  GV_BENCH_CUDA(cudaEventCreate(&b));
+  GV_BENCH_CUDA(cudaEventRecord(a, p.s[0]));
   launch();
-  CUDA_OK(cudaEventRecord(b, p.s[0]));
-  CUDA_OK(cudaGetLastError());
+  GV_BENCH_CUDA(cudaEventRecord(b, p.s[0]));
+  GV_BENCH_CUDA(cudaGetLastError());
   const bool ok = p.finish(what);
-  CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-  CUDA_OK(cudaEventDestroy(a));
-  CUDA_OK(cudaEventDestroy(b));
+  GV_BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+  GV_BENCH_CUDA(cudaEventDestroy(a));
+  GV_BENCH_CUDA(cudaEventDestroy(b));
   return ok;
 }
 
@@ -569,7 +563,7 @@ void run_anchors(Options& o, Pair& p) {
         p.on(r);
         raw_flag_pingpong<<<1, 1, 0, p.s[r]>>>(r, variant, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles, p.timing,
                                                p.ep(r).budget, p.st[r]);
-        CUDA_OK(cudaGetLastError());
+        GV_BENCH_CUDA(cudaGetLastError());
       }
       if (p.finish(names[variant])) emit_latency(names[variant], "thread", "peer", 8, iters, p.samples(iters, true));
     }
@@ -603,7 +597,7 @@ void run_anchors(Options& o, Pair& p) {
       p.on(0);
       raw_fetch_add_chain<<<1, 1, 0, p.s[0]>>>(variant, reinterpret_cast<unsigned long long*>(theirs[0]), warmup, iters,
                                                p.cycles, p.timing, p.sink);
-      CUDA_OK(cudaGetLastError());
+      GV_BENCH_CUDA(cudaGetLastError());
       if (p.finish(fadd_names[variant])) emit_latency(fadd_names[variant], "thread", "peer", 8, iters, p.samples(iters, false));
     }
   }
@@ -612,18 +606,18 @@ void run_anchors(Options& o, Pair& p) {
     const int n = static_cast<int>(std::max<std::size_t>(5, std::min<std::size_t>(1000, (std::size_t{8} << 30) / bytes)));
     p.on(0);
     cudaEvent_t a, b;
-    CUDA_OK(cudaEventCreate(&a));
-    CUDA_OK(cudaEventCreate(&b));
-    CUDA_OK(cudaMemcpyPeerAsync(p.buf[1], p.w[1]->gpu(), p.src[0], p.w[0]->gpu(), bytes, p.s[0]));
-    CUDA_OK(cudaEventRecord(a, p.s[0]));
+    GV_BENCH_CUDA(cudaEventCreate(&a));
+    GV_BENCH_CUDA(cudaEventCreate(&b));
+    GV_BENCH_CUDA(cudaMemcpyPeerAsync(p.buf[1], p.w[1]->gpu(), p.src[0], p.w[0]->gpu(), bytes, p.s[0]));
+    GV_BENCH_CUDA(cudaEventRecord(a, p.s[0]));
     for (int i = 0; i < n; ++i)
-      CUDA_OK(cudaMemcpyPeerAsync(p.buf[1], p.w[1]->gpu(), p.src[0], p.w[0]->gpu(), bytes, p.s[0]));
-    CUDA_OK(cudaEventRecord(b, p.s[0]));
-    CUDA_OK(cudaEventSynchronize(b));
+      GV_BENCH_CUDA(cudaMemcpyPeerAsync(p.buf[1], p.w[1]->gpu(), p.src[0], p.w[0]->gpu(), bytes, p.s[0]));
+    GV_BENCH_CUDA(cudaEventRecord(b, p.s[0]));
+    GV_BENCH_CUDA(cudaEventSynchronize(b));
     float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-    CUDA_OK(cudaEventDestroy(a));
-    CUDA_OK(cudaEventDestroy(b));
+    GV_BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+    GV_BENCH_CUDA(cudaEventDestroy(a));
+    GV_BENCH_CUDA(cudaEventDestroy(b));
     emit_rate("memcpy_peer", "copy", "peer", bytes, static_cast<std::uint64_t>(n),
               static_cast<double>(bytes) * n / (ms * 1e-3) / 1e9, 0);
   }
@@ -643,7 +637,7 @@ void usage(std::FILE* f) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -701,7 +695,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   cudaDeviceProp prop{};
-  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  GV_BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   g_device = std::string(prop.name) + (gpus >= 2 ? " x2 (ranks on GPUs 0 and 1)" : " x1 (both ranks on GPU 0)");
   if (!o.json.empty()) g_log.open(o.json, g_device, argc, argv);
   std::printf("# gv_rma on %s\n", g_device.c_str());
@@ -750,4 +744,7 @@ int main(int argc, char** argv) {
     }
   }
   return failed ? 1 : 0;
+} catch (const std::exception& e) {  // a failed CUDA call (GV_BENCH_CUDA)
+  std::fprintf(stderr, "gv_rma: %s\n", e.what());
+  return 1;
 }

@@ -14,10 +14,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "args.hpp"
+#include "cuda_check.hpp"
 #include "device_clock.cuh"
 #include "metadata.hpp"
 #include "report.hpp"
@@ -29,14 +31,6 @@
 
 namespace {
 
-#define CUDA_OK(x)                                                                      \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "shmem_perf: %s: %s\n", #x, cudaGetErrorString(e_));         \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 using gv::bench::LoopClock;
 using gv::bench::settle;
@@ -156,15 +150,15 @@ int run(int argc, char** argv) {
   nvshmem_init();
   const int me = nvshmem_my_pe(), n = nvshmem_n_pes();
   int gpus = 0;
-  CUDA_OK(cudaGetDeviceCount(&gpus));
-  CUDA_OK(cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
+  GV_BENCH_CUDA(cudaGetDeviceCount(&gpus));
+  GV_BENCH_CUDA(cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
   if (n != 2) {
     if (me == 0) std::fprintf(stderr, "shmem_perf: needs exactly 2 PEs, has %d\n", n);
     nvshmem_finalize();
     return 2;
   }
   cudaDeviceProp prop{};
-  CUDA_OK(cudaGetDeviceProperties(&prop, nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
+  GV_BENCH_CUDA(cudaGetDeviceProperties(&prop, nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
   const std::string device = std::string(prop.name) + (gpus >= 2 ? " x2" : " x1 (both PEs on one GPU)");
   if (me == 0) {
     if (!json_path.empty()) g_json.open(json_path, device + " (" + SHMEM_PERF_IMPL + ")", argc, argv);
@@ -178,10 +172,10 @@ int run(int argc, char** argv) {
   std::uint64_t* cycles = nullptr;
   Timing* timing = nullptr;
   unsigned long long* sink = nullptr;
-  CUDA_OK(cudaMallocHost(&cycles, sizeof(std::uint64_t) * static_cast<std::size_t>(iters)));
-  CUDA_OK(cudaMallocHost(&timing, sizeof(Timing)));
-  CUDA_OK(cudaMallocHost(&sink, sizeof(unsigned long long)));
-  CUDA_OK(cudaMemset(src, 0x5a, area));
+  GV_BENCH_CUDA(cudaMallocHost(&cycles, sizeof(std::uint64_t) * static_cast<std::size_t>(iters)));
+  GV_BENCH_CUDA(cudaMallocHost(&timing, sizeof(Timing)));
+  GV_BENCH_CUDA(cudaMallocHost(&sink, sizeof(unsigned long long)));
+  GV_BENCH_CUDA(cudaMemset(src, 0x5a, area));
   const int warmup = iters / 10 + 10;
   auto samples = [&](bool halve) {
     const double ns_per_cycle = timing->cycles ? static_cast<double>(timing->ns) / static_cast<double>(timing->cycles) : 0;
@@ -200,18 +194,18 @@ int run(int argc, char** argv) {
                       {1, "put_signal", "thread", 64, 1}, {2, "put_signal", "block", 8, 512},
                       {2, "put_signal", "block", 64, 512}, {2, "put_signal", "block", 4096, 512}};
   for (const Row& r : rows) {
-    CUDA_OK(cudaMemset(flag, 0, 8 * sizeof(uint64_t)));
+    GV_BENCH_CUDA(cudaMemset(flag, 0, 8 * sizeof(uint64_t)));
     nvshmem_barrier_all();
     pingpong<<<1, r.threads>>>(r.op, buf, src, r.bytes, flag, warmup, iters, cycles, timing);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaDeviceSynchronize());
+    GV_BENCH_CUDA(cudaGetLastError());
+    GV_BENCH_CUDA(cudaDeviceSynchronize());
     nvshmem_barrier_all();
     if (me == 0) emit_latency(r.test, r.scope, r.bytes, iters, samples(true));
   }
   if (me == 0) {
     fetch_add_chain<<<1, 1>>>(counter, warmup, iters, cycles, timing, sink);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaDeviceSynchronize());
+    GV_BENCH_CUDA(cudaGetLastError());
+    GV_BENCH_CUDA(cudaDeviceSynchronize());
     emit_latency("fetch_add", "thread", 8, iters, samples(false));
   }
   nvshmem_barrier_all();
@@ -221,20 +215,20 @@ int run(int argc, char** argv) {
       nvshmem_barrier_all();
       if (me == 0) {
         cudaEvent_t a, b;
-        CUDA_OK(cudaEventCreate(&a));
-        CUDA_OK(cudaEventCreate(&b));
+        GV_BENCH_CUDA(cudaEventCreate(&a));
+        GV_BENCH_CUDA(cudaEventCreate(&b));
         put_bw<<<ctas, 512>>>(buf, src, bytes, 1);
-        CUDA_OK(cudaGetLastError());
-        CUDA_OK(cudaEventRecord(a));
+        GV_BENCH_CUDA(cudaGetLastError());
+        GV_BENCH_CUDA(cudaEventRecord(a));
         put_bw<<<ctas, 512>>>(buf, src, bytes, reps);
-        CUDA_OK(cudaGetLastError());
-        CUDA_OK(cudaEventRecord(b));
-        CUDA_OK(cudaEventSynchronize(b));
+        GV_BENCH_CUDA(cudaGetLastError());
+        GV_BENCH_CUDA(cudaEventRecord(b));
+        GV_BENCH_CUDA(cudaEventSynchronize(b));
         float ms = 0;
-        CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+        GV_BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
         emit_rate("bw", std::to_string(ctas) + "cta", bytes, reps, static_cast<double>(bytes) * reps / (ms * 1e-3) / 1e9, 0);
-        CUDA_OK(cudaEventDestroy(a));
-        CUDA_OK(cudaEventDestroy(b));
+        GV_BENCH_CUDA(cudaEventDestroy(a));
+        GV_BENCH_CUDA(cudaEventDestroy(b));
       }
     }
   }
@@ -244,21 +238,21 @@ int run(int argc, char** argv) {
     const int reps = 200, ctas = 132, threads = 256;
     for (const int pe : {1, 0}) {
       cudaEvent_t a, b;
-      CUDA_OK(cudaEventCreate(&a));
-      CUDA_OK(cudaEventCreate(&b));
+      GV_BENCH_CUDA(cudaEventCreate(&a));
+      GV_BENCH_CUDA(cudaEventCreate(&b));
       put_rate<<<ctas, threads>>>(buf, src, 64, slots, 1, pe);  // warm-up, as for bw: first touches untimed
-      CUDA_OK(cudaGetLastError());
-      CUDA_OK(cudaEventRecord(a));
+      GV_BENCH_CUDA(cudaGetLastError());
+      GV_BENCH_CUDA(cudaEventRecord(a));
       put_rate<<<ctas, threads>>>(buf, src, 64, slots, reps, pe);
-      CUDA_OK(cudaGetLastError());
-      CUDA_OK(cudaEventRecord(b));
-      CUDA_OK(cudaEventSynchronize(b));
+      GV_BENCH_CUDA(cudaGetLastError());
+      GV_BENCH_CUDA(cudaEventRecord(b));
+      GV_BENCH_CUDA(cudaEventSynchronize(b));
       float ms = 0;
-      CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+      GV_BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
       const double msgs = static_cast<double>(ctas) * threads * reps;
       emit_rate(pe == 1 ? "rate" : "rate_self", "thread", 64, reps, msgs * 64 / (ms * 1e-3) / 1e9, msgs / (ms * 1e-3) / 1e6);
-      CUDA_OK(cudaEventDestroy(a));
-      CUDA_OK(cudaEventDestroy(b));
+      GV_BENCH_CUDA(cudaEventDestroy(a));
+      GV_BENCH_CUDA(cudaEventDestroy(b));
     }
   }
   nvshmem_barrier_all();

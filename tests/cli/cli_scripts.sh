@@ -1,6 +1,7 @@
 # scripts/test.sh and scripts/run.sh: -h prints the usage and exits 0 without building or
 # testing anything; test.sh refuses unknown arguments and stages before it starts; run.sh's
-# choice of main job (gv_pick_pingpong) says which ping-pong and why.
+# choice of main job (gv_pick_pingpong) says which ping-pong and why; the scripts of
+# tools/device/ parse and find what they source.
 #   bash cli_scripts.sh <source root> <build dir> <1 if the build has gv_gpu_verbs, else 0>
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 root=$1 build=$2 has_gpu_bench=$3
@@ -12,6 +13,13 @@ expect 0 "The main job" bash "$root/scripts/run.sh" -h
 expect 0 "Validate the mlx5 provider.*GV_IB_GID_INDEX" bash "$root/scripts/nic_check.sh" -h
 expect 2 "unknown argument -q" bash "$root/scripts/nic_check.sh" -q
 expect 2 "-i needs a port number" bash "$root/scripts/nic_check.sh" -i one
+# The GPU-machine scripts (tools/device/): each parses as bash; ab_engine's usage comes after it
+# has sourced lib.sh beside it; carry_build refuses a folder that is no build tree.
+for f in "$root"/tools/device/*.sh; do expect 0 "^parsed" bash -c 'bash -n "$1" && echo parsed' _ "$f"; done
+gv_out=$(mktemp -d)
+expect 0 "the same gv_gpu_verbs commands" env OUT="$gv_out" bash "$root/tools/device/ab_engine.sh" -h
+expect 1 "is not a CMake build tree" bash "$root/tools/device/carry_build.sh" "$gv_out" "$gv_out/x.tgz"
+rm -rf "$gv_out"
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   if ((has_gpu_bench)); then want="no NVIDIA GPU or driver found"; else want="this build has no gv_gpu_verbs"; fi
   expect 0 "^cpu $want" \

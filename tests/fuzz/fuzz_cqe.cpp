@@ -19,8 +19,8 @@ struct Memory {
   alignas(64) m5::Cqe ring[4];
   alignas(64) std::byte sq[4 * m5::kSendWqeBB];
   m5::CqDbrec dbrec{};
-  ib::CqState state{};
-  ib::QpState send{}, recv{};
+  ib::CqCounters state{};
+  ib::QpCounters send{}, recv{};
   std::uint32_t abort = 0, error = 0;
 };
 

@@ -31,7 +31,7 @@ namespace m5 = gv::ib::mlx5;
 using gvt::KernelResult;
 using gvt::Sges;
 
-constexpr std::uint32_t kAllAccess = gv::kLocalWrite | gv::kRemoteWrite | gv::kRemoteRead | gv::kRemoteAtomic;
+using gv::kAllAccess;
 constexpr std::uint8_t kPoison = 0x5a;
 
 /// The CPU engine (the default) with its queues pinned and mapped for the GPUs.

@@ -29,7 +29,7 @@ using gv::ib::WrOpcode;
 namespace m5 = gv::ib::mlx5;
 using gvt::KernelResult;
 using gvt::engine_on;
-using gvt::kAllAccess;
+using gv::kAllAccess;
 using gvt::post_and_poll;
 using gvt::random_bytes;
 using gvt::recv_kernel;
@@ -433,8 +433,8 @@ __global__ void warp_poll_rounds(const __grid_constant__ gv::ib::QpHandle qp, co
     const std::uint64_t start = gv::sync::now_ns();
     for (int got = 0; got < n && st == Status::kOk;) {
       gv::ib::Completion c;
-      Status ps = Status::kOk;
-      const int k = gv::ib::poll_cq_warp(cq, c, &ps);
+      int k = 0;
+      const Status ps = gv::ib::poll_cq_warp(cq, c, k);
       if (k == 0) {
         if (ps != Status::kEmpty) st = ps;
         else if (gv::sync::now_ns() - start > 2'000'000'000ull) st = Status::kTimeout;

@@ -31,7 +31,7 @@ using gv::ib::WrOpcode;
 using gvt::KernelResult;
 using gvt::ChildEnd;
 using gvt::engine_on;
-using gvt::kAllAccess;
+using gv::kAllAccess;
 using gvt::post_and_poll;
 using gvt::random_bytes;
 using gvt::wait_child;

@@ -28,7 +28,7 @@ using gv::ib::Sge;
 using gv::ib::WrOpcode;
 namespace m5 = gv::ib::mlx5;
 using gvt::engine_on;
-using gvt::kAllAccess;
+using gv::kAllAccess;
 using gvt::random_bytes;
 using gvt::Stream;
 

@@ -41,23 +41,19 @@ using gvt::wait_child;
 /// zeroed buffer of `bytes` registered for local and remote writes and a non-blocking stream.
 /// The tests check that both GPUs reach each other first (GV_REQUIRE_GPUS, peer access).
 struct TwoGpuPair {
-  /// A failed CUDA call in the constructor throws (gtest fails the test with it).
-  static void ck(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-  }
   TwoGpuPair(std::size_t bytes, const gv::QpCaps& caps) {
     for (int g = 0; g < 2; ++g) {
-      ck(cudaSetDevice(g), "cudaSetDevice");
-      ck(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      gv_cuda_or_throw(cudaSetDevice(g), "cudaSetDevice");
+      gv_cuda_or_throw(cudaStreamCreateWithFlags(&s[g], cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
       dev[g] = gv::Device::open("soft", engine_on(g));
       pd[g] = dev[g]->alloc_pd();
       cq[g] = dev[g]->create_cq(64);
       qp[g] = pd[g]->create_qp(*cq[g], *cq[g], caps);
       buf[g] = static_cast<std::uint8_t*>(dev[g]->alloc(bytes));
       mr[g] = pd[g]->reg_mr(buf[g], bytes, gv::kLocalWrite | gv::kRemoteWrite);
-      ck(cudaSetDevice(g), "cudaSetDevice");
-      ck(cudaMemsetAsync(buf[g], 0, bytes, s[g]), "cudaMemsetAsync");
-      ck(cudaStreamSynchronize(s[g]), "cudaStreamSynchronize");
+      gv_cuda_or_throw(cudaSetDevice(g), "cudaSetDevice");
+      gv_cuda_or_throw(cudaMemsetAsync(buf[g], 0, bytes, s[g]), "cudaMemsetAsync");
+      gv_cuda_or_throw(cudaStreamSynchronize(s[g]), "cudaStreamSynchronize");
     }
     qp[0]->connect(qp[1]->info());
     qp[1]->connect(qp[0]->info());
@@ -132,24 +128,24 @@ KernelResult write_across(TwoGpuPair& p, std::uint32_t rkey, KernelResult* res) 
   wr.num_sge = 1;
   wr.remote_addr = reinterpret_cast<std::uint64_t>(p.buf[1]);
   wr.rkey = rkey;
-  TwoGpuPair::ck(cudaSetDevice(0), "cudaSetDevice");
+  gv_cuda_or_throw(cudaSetDevice(0), "cudaSetDevice");
   post_and_poll<<<1, 1, 0, p.s[0]>>>(p.qp[0]->device_handle(), p.cq[0]->device_handle(), wr,
                                      Sge{reinterpret_cast<std::uint64_t>(p.buf[0]), 8, p.mr[0]->lkey()}, res);
-  TwoGpuPair::ck(cudaGetLastError(), "cudaGetLastError");
+  gv_cuda_or_throw(cudaGetLastError(), "cudaGetLastError");
   for (int g = 0; g < 2; ++g) {
-    TwoGpuPair::ck(cudaSetDevice(g), "cudaSetDevice");
-    TwoGpuPair::ck(cudaStreamSynchronize(p.s[g]), "cudaStreamSynchronize");
+    gv_cuda_or_throw(cudaSetDevice(g), "cudaSetDevice");
+    gv_cuda_or_throw(cudaStreamSynchronize(p.s[g]), "cudaStreamSynchronize");
   }
   return *res;
 }
 
 /// GPU 1's first 8 bytes, after poisoning them with 0x5a (`poison`) or as they are.
 std::uint64_t gpu1_word(TwoGpuPair& p, bool poison) {
-  TwoGpuPair::ck(cudaSetDevice(1), "cudaSetDevice");
-  if (poison) TwoGpuPair::ck(cudaMemsetAsync(p.buf[1], 0x5a, 8, p.s[1]), "cudaMemsetAsync");
+  gv_cuda_or_throw(cudaSetDevice(1), "cudaSetDevice");
+  if (poison) gv_cuda_or_throw(cudaMemsetAsync(p.buf[1], 0x5a, 8, p.s[1]), "cudaMemsetAsync");
   std::uint64_t w = 0;
-  TwoGpuPair::ck(cudaMemcpyAsync(&w, p.buf[1], 8, cudaMemcpyDeviceToHost, p.s[1]), "cudaMemcpyAsync");
-  TwoGpuPair::ck(cudaStreamSynchronize(p.s[1]), "cudaStreamSynchronize");
+  gv_cuda_or_throw(cudaMemcpyAsync(&w, p.buf[1], 8, cudaMemcpyDeviceToHost, p.s[1]), "cudaMemcpyAsync");
+  gv_cuda_or_throw(cudaStreamSynchronize(p.s[1]), "cudaStreamSynchronize");
   return w;
 }
 

@@ -33,17 +33,12 @@ using gvt::poll_kernel;
 using gvt::post_and_poll;
 using gvt::recv_kernel;
 
-/// A failed CUDA call fails the test (read-backs that fed a comparison must not fail silently).
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) ADD_FAILURE() << what << ": " << cudaGetErrorString(e);
-}
-
 /// Zeroed GPU memory, or null (after a test failure) if the allocation fails.
 template <class T>
 T* dev_alloc(std::size_t n) {
   T* p = nullptr;
   if (cudaMalloc(&p, n * sizeof(T)) != cudaSuccess) return nullptr;
-  ck(cudaMemset(p, 0, n * sizeof(T)), "cudaMemset");
+  GV_CUDA_EXPECT(cudaMemset(p, 0, n * sizeof(T)));
   return p;
 }
 
@@ -52,22 +47,22 @@ struct GpuRing {
   gv::ib::QpHandle h{};
   std::vector<std::byte> ring() const {
     std::vector<std::byte> v(std::size_t{h.sq_bbs} * 64);
-    ck(cudaMemcpy(v.data(), h.sq, v.size(), cudaMemcpyDeviceToHost), "read back the SQ");
+    GV_CUDA_EXPECT(cudaMemcpy(v.data(), h.sq, v.size(), cudaMemcpyDeviceToHost));
     return v;
   }
-  gv::ib::QpState state() const {
-    gv::ib::QpState s;
-    ck(cudaMemcpy(&s, h.state, sizeof(s), cudaMemcpyDeviceToHost), "read back the counters");
+  gv::ib::QpCounters state() const {
+    gv::ib::QpCounters s;
+    GV_CUDA_EXPECT(cudaMemcpy(&s, h.state, sizeof(s), cudaMemcpyDeviceToHost));
     return s;
   }
   std::uint64_t doorbell() const {
     std::uint64_t d;
-    ck(cudaMemcpy(&d, h.doorbell, 8, cudaMemcpyDeviceToHost), "read back the doorbell");
+    GV_CUDA_EXPECT(cudaMemcpy(&d, h.doorbell, 8, cudaMemcpyDeviceToHost));
     return d;
   }
   std::uint32_t dbrec_snd() const {
     m5::QpDbrec r;
-    ck(cudaMemcpy(&r, h.dbrec, 8, cudaMemcpyDeviceToHost), "read back the doorbell record");
+    GV_CUDA_EXPECT(cudaMemcpy(&r, h.dbrec, 8, cudaMemcpyDeviceToHost));
     return r.snd.get();
   }
   ~GpuRing() {
@@ -84,7 +79,7 @@ std::unique_ptr<GpuRing> make_ring(std::uint32_t sq_bbs, std::uint32_t max_sge, 
   r->h.sq = reinterpret_cast<std::byte*>(dev_alloc<std::uint8_t>(std::size_t{sq_bbs} * 64));
   r->h.dbrec = dev_alloc<m5::QpDbrec>(1);
   r->h.doorbell = dev_alloc<std::uint64_t>(1);
-  r->h.state = dev_alloc<gv::ib::QpState>(1);
+  r->h.state = dev_alloc<gv::ib::QpCounters>(1);
   r->h.sq_bbs = sq_bbs;
   r->h.max_send_sge = max_sge;
   r->h.max_inline = max_inline;
@@ -213,7 +208,7 @@ TEST_P(GpuPostConformance, WqesMatchTheHostEncoderByteForByte) {
   std::uint64_t db;
   std::memcpy(&db, want.data() + gv::ib::sq_octoword_offset(last, 0, ring->h.sq_bbs), 8);
   EXPECT_EQ(ring->doorbell(), db) << "the doorbell carries the last WQE's first 8 bytes";
-  const gv::ib::QpState qs = ring->state();
+  const gv::ib::QpCounters qs = ring->state();
   EXPECT_EQ(qs.sq.reserved, pos);
   EXPECT_EQ(qs.sq.published, pos);
   cudaFree(d_sges);
@@ -292,7 +287,7 @@ class GpuSoftEndToEnd : public ::testing::Test {
       qh[i] = qp[i]->device_handle();
       ch[i] = cq[i]->device_handle();
       buf[i] = static_cast<std::uint8_t*>(dev->alloc(kBytes));
-      mr[i] = pd->reg_mr(buf[i], kBytes, gv::kLocalWrite | gv::kRemoteWrite | gv::kRemoteRead | gv::kRemoteAtomic);
+      mr[i] = pd->reg_mr(buf[i], kBytes, gv::kAllAccess);
       std::mt19937_64 rng(100 + i);
       for (std::size_t k = 0; k < kBytes; ++k) buf[i][k] = static_cast<std::uint8_t>(rng());
     }

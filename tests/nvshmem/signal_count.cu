@@ -6,7 +6,7 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
-#include "cuda_check.cuh"
+#include "cuda_check_exit.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -225,10 +225,10 @@ __global__ void soak(__grid_constant__ const rma::Endpoint ep, std::uint64_t* co
                      std::uint64_t* mail, std::uint64_t* payloads, std::uint64_t* tally_add, std::uint64_t* tally_put,
                      int ops, std::uint32_t* st) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
-  std::uint64_t x = mix64(0x5eed + ep.rank * 7919u + t);
+  std::uint64_t x = gv::splitmix64(0x5eed + ep.rank * 7919u + t);
   std::uint64_t* payload = payloads + t * 8;
   for (int i = 0; i < ops; ++i) {
-    x = mix64(x);
+    x = gv::splitmix64(x);
     const int q = static_cast<int>(x % ep.size);
     gv::Status s;
     if ((x >> 32) % 4 != 0) {

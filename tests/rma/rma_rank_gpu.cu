@@ -12,18 +12,10 @@
 
 #include <gpuverbs/host/world.hpp>
 
+#include "cuda_check_exit.hpp"
 #include "rma_kernels.cuh"
 
 namespace {
-
-#define CHECK(expr)                                                                                   \
-  do {                                                                                                \
-    const cudaError_t e_ = (expr);                                                                    \
-    if (e_ != cudaSuccess) {                                                                          \
-      std::printf("rank ? FAILED: %s: %s\n", #expr, cudaGetErrorString(e_));                           \
-      return 1;                                                                                       \
-    }                                                                                                 \
-  } while (0)
 
 int run(gv::rma::Transport t) {
   int gpus = 0;
@@ -34,9 +26,9 @@ int run(gv::rma::Transport t) {
   const char* lr = std::getenv("GV_RANK");
   const char* ompi = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   const int local = lr ? std::atoi(lr) : (ompi ? std::atoi(ompi) : 0);
-  CHECK(cudaSetDevice(local % gpus));
+  CUDA_CHECK(cudaSetDevice(local % gpus));
   cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // before the World (see World)
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // before the World (see World)
   gv::WorldOptions o;
   o.memory = gv::WorldOptions::Memory::kGpu;
   o.transport = t;
@@ -56,12 +48,12 @@ int run(gv::rma::Transport t) {
   w->barrier();
   gvt::put_signal_rounds<gv::rma::Block><<<kBlocks, 128, 0, s>>>(w->endpoint(), buf, src, kBytes, sig, ack, kRounds, st, errors);
   gvt::finish<<<1, 128, 0, s>>>(w->endpoint(), st + 1);
-  CHECK(cudaGetLastError());
-  CHECK(cudaStreamSynchronize(s));
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaStreamSynchronize(s));
   std::uint32_t h[2] = {}, e = 0;
-  CHECK(cudaMemcpyAsync(h, st, 8, cudaMemcpyDeviceToHost, s));
-  CHECK(cudaMemcpyAsync(&e, errors, 4, cudaMemcpyDeviceToHost, s));
-  CHECK(cudaStreamSynchronize(s));
+  CUDA_CHECK(cudaMemcpyAsync(h, st, 8, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaMemcpyAsync(&e, errors, 4, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
   w->barrier();
   if (h[0] != 0 || h[1] != 0 || e != 0) {
     std::printf("rank %d FAILED: status %s / %s, %u wrong bytes\n", me, gv::to_string(static_cast<gv::Status>(h[0])),
@@ -71,7 +63,7 @@ int run(gv::rma::Transport t) {
   std::printf("rank %d ok (%s, %d ranks, bootstrap %s, GPU %d)\n", me, gv::rma::to_string(w->transport_to((me + 1) % n)),
               n, w->bootstrap_name().c_str(), w->gpu());
   w.reset();
-  CHECK(cudaStreamDestroy(s));
+  CUDA_CHECK(cudaStreamDestroy(s));
   return 0;
 }
 

@@ -84,8 +84,7 @@ struct Buffer {
   Sge sge(std::size_t off, std::uint32_t len) const { return Sge{addr(off), len, mr->lkey()}; }
 };
 
-inline constexpr std::uint32_t kAllAccess =
-    gv::kLocalWrite | gv::kRemoteWrite | gv::kRemoteRead | gv::kRemoteAtomic;
+using gv::kAllAccess;
 
 /// Wait (bounded: 20 s, generous for sanitizer builds on a loaded 2-core machine) for one
 /// completion on the endpoint's CQ.

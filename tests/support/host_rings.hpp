@@ -37,8 +37,8 @@ struct HostRings {
   RingShape shape;
   std::vector<gv::ib::Octoword> sq, rq;
   std::vector<gv::ib::mlx5::Cqe> cq;
-  std::unique_ptr<gv::ib::QpState> qs = std::make_unique<gv::ib::QpState>();
-  std::unique_ptr<gv::ib::CqState> cs = std::make_unique<gv::ib::CqState>();
+  std::unique_ptr<gv::ib::QpCounters> qs = std::make_unique<gv::ib::QpCounters>();
+  std::unique_ptr<gv::ib::CqCounters> cs = std::make_unique<gv::ib::CqCounters>();
   gv::ib::mlx5::QpDbrec qp_dbrec{};
   gv::ib::mlx5::CqDbrec cq_dbrec{};
   std::uint64_t doorbell = 0;

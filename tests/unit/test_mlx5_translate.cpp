@@ -57,7 +57,7 @@ TEST(Mlx5Translate, QpHandleFromMlx5dvQp) {
   EXPECT_EQ(r.bf_reg, f.dv.bf.reg);
   EXPECT_EQ(r.placement, x::Placement::kHost);
 
-  gv::ib::QpState st;
+  gv::ib::QpCounters st;
   std::uint32_t abort = 0;
   std::uint64_t word = 0;
   gv::QpCaps caps;
@@ -97,7 +97,7 @@ TEST(Mlx5Translate, CqHandleFromMlx5dvCq) {
   dv.cqe_size = 64;
   dv.cqn = 77;
   const x::CqRings r = x::cq_rings_from(dv);
-  gv::ib::CqState st;
+  gv::ib::CqCounters st;
   std::uint32_t abort = 0, err = 0;
   const gv::ib::CqHandle h = x::cq_handle(r, x::CqReach{r.buf, r.dbrec, &st, &abort, &err});
   EXPECT_EQ(h.cqn, 77u);
@@ -175,7 +175,7 @@ TEST(Mlx5Translate, DoorbellValueAndRecordForAProducerIndex) {
 TEST(Mlx5Translate, ProxyRingsForPostsThroughTheHandle) {
   FakeDvQp f(64, 16, 64);
   const x::QpRings r = x::qp_rings_from(f.dv, 0x99);
-  gv::ib::QpState st;
+  gv::ib::QpCounters st;
   std::uint32_t abort = 0;
   std::uint64_t word = 0;
   gv::QpCaps caps;

@@ -7,7 +7,7 @@
 //   gv::ib::post_send_warp_batch<Ownership>(qp, wr) a WQE per lane, one doorbell (GPU)
 //   gv::ib::poll_cq<Ownership>(cq, completion)    wait (bounded) for one completion
 //   gv::ib::try_poll_cq<Ownership>(cq, completion) take one if ready
-//   gv::ib::poll_cq_warp(cq, completion)          a warp takes up to 32 ready ones at once (GPU)
+//   gv::ib::poll_cq_warp(cq, completion, taken)   a warp takes up to 32 ready ones at once (GPU)
 //   gv::ib::QpOwner                               one thread posting and polling a QP and its CQ
 //                                                 with their positions in registers (ib/owner.hpp)
 //
@@ -15,6 +15,7 @@
 // one thread (or warp) owns. A queue (SQ, RQ, CQ) keeps one ownership mode for its life.
 //
 // Formats: ib/mlx5_format.hpp. Encoders: ib/encode.hpp. CQEs: ib/cqe.hpp. Handles: ib/handles.hpp.
+// Ordering points: ib/ordering.hpp.
 #pragma once
 #include "ib/cqe.hpp"
 #include "ib/encode.hpp"

@@ -1,4 +1,5 @@
-// Atomics, clocks, bounded waits and the named ordering points of the device API.
+// Atomics, clocks and bounded waits of the device API (the mlx5 queues' named ordering points
+// are in ib/ordering.hpp).
 //
 // One spelling for both sides: on the GPU these lower to libcu++ atomics at system scope
 // (the HCA, the software engine and the host all observe queue memory); on the host they are
@@ -33,13 +34,15 @@ template <class T>
 using aref = cuda::atomic_ref<T, cuda::thread_scope_device>;
 template <class T>
 using aref_sys = cuda::atomic_ref<T, cuda::thread_scope_system>;
-#define GV_MO(x) cuda::std::memory_order_##x
+/// Where the memory orders of aref / aref_sys live (sync::mo::memory_order_acquire): the one
+/// spelling for device and host code.
+namespace mo = ::cuda::std;
 #else
 template <class T>
 using aref = std::atomic_ref<T>;
 template <class T>
 using aref_sys = std::atomic_ref<T>;
-#define GV_MO(x) std::memory_order_##x
+namespace mo = ::std;
 #endif
 
 #if GV_DEVICE_PASS
@@ -47,8 +50,8 @@ namespace detail {
 /// One byte stored at scope s, relaxed or with release, by one instruction. libcu++ stores a
 /// 1-byte atomic_ref with a compare-and-swap loop on the word that holds it: a load round, a
 /// fence and an atomic round trip, about a microsecond (the GPU engine's released last byte of
-/// every message longer than 8 bytes; notes/verbs-gpu.md, eleventh session). PTX stores single
-/// bytes at every scope and order.
+/// every message longer than 8 bytes; notes/verbs-gpu.md, "2026-11-25: fast_write measured,
+/// …, two compiler traps"). PTX stores single bytes at every scope and order.
 __device__ __forceinline__ void store_byte(void* p, std::uint8_t v, bool release, Scope s) {
   const unsigned w = v;
   if (release) {
@@ -66,45 +69,45 @@ __device__ __forceinline__ void store_byte(void* p, std::uint8_t v, bool release
 
 template <class T>
 GV_HD GV_INLINE T load_acquire(const T* p) {
-  return aref<T>(*const_cast<T*>(p)).load(GV_MO(acquire));
+  return aref<T>(*const_cast<T*>(p)).load(mo::memory_order_acquire);
 }
 template <class T>
 GV_HD GV_INLINE T load_relaxed(const T* p) {
-  return aref<T>(*const_cast<T*>(p)).load(GV_MO(relaxed));
+  return aref<T>(*const_cast<T*>(p)).load(mo::memory_order_relaxed);
 }
 template <class T>
 GV_HD GV_INLINE void store_release(T* p, T v) {
 #if GV_DEVICE_PASS
   if constexpr (sizeof(T) == 1) return detail::store_byte(p, static_cast<std::uint8_t>(v), true, Scope::kGpu);
 #endif
-  aref<T>(*p).store(v, GV_MO(release));
+  aref<T>(*p).store(v, mo::memory_order_release);
 }
 template <class T>
 GV_HD GV_INLINE void store_relaxed(T* p, T v) {
 #if GV_DEVICE_PASS
   if constexpr (sizeof(T) == 1) return detail::store_byte(p, static_cast<std::uint8_t>(v), false, Scope::kGpu);
 #endif
-  aref<T>(*p).store(v, GV_MO(relaxed));
+  aref<T>(*p).store(v, mo::memory_order_relaxed);
 }
 template <class T>
 GV_HD GV_INLINE T fetch_add(T* p, T v) {
-  return aref<T>(*p).fetch_add(v, GV_MO(acq_rel));
+  return aref<T>(*p).fetch_add(v, mo::memory_order_acq_rel);
 }
 template <class T>
 GV_HD GV_INLINE T fetch_max(T* p, T v) {
 #if GV_DEVICE_PASS
-  return aref<T>(*p).fetch_max(v, GV_MO(acq_rel));
+  return aref<T>(*p).fetch_max(v, mo::memory_order_acq_rel);
 #else
   aref<T> a(*p);  // std::atomic_ref has no fetch_max before C++26
-  T cur = a.load(GV_MO(relaxed));
-  while (cur < v && !a.compare_exchange_weak(cur, v, GV_MO(acq_rel), GV_MO(relaxed))) {
+  T cur = a.load(mo::memory_order_relaxed);
+  while (cur < v && !a.compare_exchange_weak(cur, v, mo::memory_order_acq_rel, mo::memory_order_relaxed)) {
   }
   return cur;
 #endif
 }
 template <class T>
 GV_HD GV_INLINE T fetch_add_relaxed(T* p, T v) {
-  return aref<T>(*p).fetch_add(v, GV_MO(relaxed));
+  return aref<T>(*p).fetch_add(v, mo::memory_order_relaxed);
 }
 /// A word polled for changes (device scope). On the GPU a relaxed load, and the caller issues
 /// acquire_fence() once a change calls for reading what was published with it: an idle poll
@@ -113,19 +116,19 @@ GV_HD GV_INLINE T fetch_add_relaxed(T* p, T v) {
 template <class T>
 GV_HD GV_INLINE T load_polled(const T* p) {
 #if GV_DEVICE_PASS
-  return aref<T>(*const_cast<T*>(p)).load(GV_MO(relaxed));
+  return aref<T>(*const_cast<T*>(p)).load(mo::memory_order_relaxed);
 #else
-  return aref<T>(*const_cast<T*>(p)).load(GV_MO(acquire));
+  return aref<T>(*const_cast<T*>(p)).load(mo::memory_order_acquire);
 #endif
 }
 GV_HD GV_INLINE void acquire_fence() {
 #if GV_DEVICE_PASS
-  cuda::atomic_thread_fence(GV_MO(acquire), cuda::thread_scope_device);
+  cuda::atomic_thread_fence(mo::memory_order_acquire, cuda::thread_scope_device);
 #endif
 }
 template <class T>
 GV_HD GV_INLINE bool compare_exchange(T* p, T& expected, T desired) {
-  return aref<T>(*p).compare_exchange_strong(expected, desired, GV_MO(acq_rel), GV_MO(acquire));
+  return aref<T>(*p).compare_exchange_strong(expected, desired, mo::memory_order_acq_rel, mo::memory_order_acquire);
 }
 
 // ---- Memory another agent writes or reads (explicit scope) --------------------------------------
@@ -133,29 +136,29 @@ GV_HD GV_INLINE bool compare_exchange(T* p, T& expected, T desired) {
 template <class T>
 GV_HD GV_INLINE T load_acquire(const T* p, Scope s) {
 #if GV_DEVICE_PASS
-  if (s == Scope::kSystem) return aref_sys<T>(*const_cast<T*>(p)).load(GV_MO(acquire));
+  if (s == Scope::kSystem) return aref_sys<T>(*const_cast<T*>(p)).load(mo::memory_order_acquire);
 #endif
   (void)s;
-  return aref<T>(*const_cast<T*>(p)).load(GV_MO(acquire));
+  return aref<T>(*const_cast<T*>(p)).load(mo::memory_order_acquire);
 }
 template <class T>
 GV_HD GV_INLINE void store_release(T* p, T v, Scope s) {
 #if GV_DEVICE_PASS
   if constexpr (sizeof(T) == 1) return detail::store_byte(p, static_cast<std::uint8_t>(v), true, s);
-  if (s == Scope::kSystem) return aref_sys<T>(*p).store(v, GV_MO(release));
+  if (s == Scope::kSystem) return aref_sys<T>(*p).store(v, mo::memory_order_release);
 #endif
   (void)s;
-  aref<T>(*p).store(v, GV_MO(release));
+  aref<T>(*p).store(v, mo::memory_order_release);
 }
 /// A release fence at scope s. The transports fence on the GPU only: host code orders with
 /// release stores, which ThreadSanitizer follows.
 GV_HD GV_INLINE void release_fence(Scope s) {
 #if GV_DEVICE_PASS
-  if (s == Scope::kSystem) cuda::atomic_thread_fence(GV_MO(release), cuda::thread_scope_system);
-  else cuda::atomic_thread_fence(GV_MO(release), cuda::thread_scope_device);
+  if (s == Scope::kSystem) cuda::atomic_thread_fence(mo::memory_order_release, cuda::thread_scope_system);
+  else cuda::atomic_thread_fence(mo::memory_order_release, cuda::thread_scope_device);
 #else
   (void)s;
-  std::atomic_thread_fence(GV_MO(release));
+  std::atomic_thread_fence(mo::memory_order_release);
 #endif
 }
 /// A relaxed store at scope s, e.g. after a release_fence().
@@ -163,16 +166,16 @@ template <class T>
 GV_HD GV_INLINE void store_relaxed(T* p, T v, Scope s) {
 #if GV_DEVICE_PASS
   if constexpr (sizeof(T) == 1) return detail::store_byte(p, static_cast<std::uint8_t>(v), false, s);
-  if (s == Scope::kSystem) return aref_sys<T>(*p).store(v, GV_MO(relaxed));
+  if (s == Scope::kSystem) return aref_sys<T>(*p).store(v, mo::memory_order_relaxed);
 #endif
   (void)s;
-  aref<T>(*p).store(v, GV_MO(relaxed));
+  aref<T>(*p).store(v, mo::memory_order_relaxed);
 }
 
 /// Flags the host raises (abort, provider errors): a relaxed load that sees host stores.
 template <class T>
 GV_HD GV_INLINE T load_host_flag(const T* p) {
-  return aref_sys<T>(*const_cast<T*>(p)).load(GV_MO(relaxed));
+  return aref_sys<T>(*const_cast<T*>(p)).load(mo::memory_order_relaxed);
 }
 
 /// Monotonic nanoseconds: %globaltimer on the GPU, CLOCK_MONOTONIC on the host.
@@ -238,76 +241,4 @@ GV_HD GV_INLINE Status bounded_wait(Pred&& pred, Budget budget, const std::uint3
   }
 }
 
-// ---- Named ordering points -------------------------------------------------------------------
-// Each is the one store or load that orders what its name says, at the scope of the queue's
-// executor (the HCA, the CPU engine, or a GPU engine). Transport code calls these, never a
-// raw fence.
-
-/// Store the doorbell record with release: every WQE byte written before it (by this thread,
-/// or by warp lanes that synchronised with it) is visible to the executor first.
-GV_HD GV_INLINE void wqe_visible_before_dbrec(std::uint32_t* dbrec, std::uint32_t be_value, Scope s) {
-  store_release(dbrec, be_value, s);
-}
-
-/// Ring the doorbell with release: the executor that sees it sees the doorbell record too.
-GV_HD GV_INLINE void dbrec_before_doorbell(std::uint64_t* doorbell, std::uint64_t value, Scope s) {
-  store_release(doorbell, value, s);
-}
-
-/// Publish WQEs to an executor that polls the doorbell record itself (a software HCA; see
-/// QpHandle::record_polled): one release orders the WQEs before both the record and the
-/// doorbell, which need no order between them. On the GPU one fence and two relaxed stores
-/// instead of the two releases of the NIC's order (each a fence that waits for the stores
-/// before it). On the host the two releases, which cost nothing there and which
-/// ThreadSanitizer follows.
-GV_HD GV_INLINE void wqe_visible_before_dbrec_and_doorbell(std::uint32_t* dbrec, std::uint32_t be_value,
-                                                           std::uint64_t* doorbell, std::uint64_t value,
-                                                           Scope s) {
-#if GV_DEVICE_PASS
-  release_fence(s);
-  store_relaxed(dbrec, be_value, s);
-  store_relaxed(doorbell, value, s);
-#else
-  store_release(dbrec, be_value, s);
-  store_release(doorbell, value, s);
-#endif
-}
-
-/// Load a CQE's last word (wqe_counter, signature, op_own) with acquire: once the owner bit
-/// says the CQE is ours, its payload and the data it covers may be read.
-GV_HD GV_INLINE std::uint32_t cqe_owner_before_payload(const std::uint32_t* cqe_tail, Scope s) {
-  return load_acquire(cqe_tail, s);
-}
-
-/// Hand consumed CQEs back with release: our reads of them happen before the producer may
-/// overwrite the slots.
-GV_HD GV_INLINE void cqe_read_before_release(std::uint32_t* cq_dbrec, std::uint32_t be_value, Scope s) {
-  store_release(cq_dbrec, be_value, s);
-}
-
-/// Hand back a CQE of which only the last word was read, by cqe_owner_before_payload: its
-/// acquire orders this store after that read (and the producer's release of its next CQE in
-/// the slot orders that write after whatever it read of the consumer index), so a relaxed
-/// store suffices; no fence.
-GV_HD GV_INLINE void cqe_tail_read_before_release(std::uint32_t* cq_dbrec, std::uint32_t be_value, Scope s) {
-  store_relaxed(cq_dbrec, be_value, s);
-}
-
-/// A CQ's only poller hands consumed CQEs back (the CQ's consumer index, released at the
-/// executor's scope `s`) and frees the work-queue space they cover (`completed`, which posters
-/// of this GPU acquire; may be null) behind one release: on the GPU one fence at the wider
-/// scope and two relaxed stores, instead of two releases; on the host the two releases.
-GV_HD GV_INLINE void cqe_read_before_release_and_retire(std::uint32_t* cq_dbrec, std::uint32_t be_value, Scope s,
-                                                        std::uint64_t* completed, std::uint64_t end) {
-#if GV_DEVICE_PASS
-  release_fence(s);  // the system scope covers the device's
-  store_relaxed(cq_dbrec, be_value, s);
-  if (completed != nullptr) store_relaxed(completed, end);
-#else
-  if (completed != nullptr) store_release(completed, end);
-  store_release(cq_dbrec, be_value, s);
-#endif
-}
-
-#undef GV_MO
 }  // namespace gv::sync

@@ -12,6 +12,8 @@ enum Access : std::uint32_t {
   kRemoteRead = 4,
   kRemoteAtomic = 8,
 };
+/// Every access right: a region that any operation may use (the World's heaps, tests, benches).
+inline constexpr std::uint32_t kAllAccess = kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic;
 
 /// The RC QP state machine: RESET -> INIT -> RTR -> RTS, and ERR from anywhere.
 enum class QpState : std::uint32_t { kReset = 0, kInit, kRtr, kRts, kError };

@@ -182,7 +182,7 @@ class Mlx5Provider final : public Provider {
     const CqRings& r = cq->q->rings();
     cq->buf = map(cq->mapped, r.buf, std::size_t{r.cqe_cnt} * r.cqe_size, r.placement);
     cq->dbrec = map(cq->mapped, r.dbrec, sizeof(ib::mlx5::CqDbrec), r.placement);
-    cq->state = static_cast<ib::CqState*>(counters_alloc(sizeof(ib::CqState)));
+    cq->state = static_cast<ib::CqCounters*>(counters_alloc(sizeof(ib::CqCounters)));
     cq->error = static_cast<std::uint32_t*>(flags_alloc(sizeof(std::uint32_t)));
     const std::uint32_t cqn = r.cqn;
     std::scoped_lock lk(mu_);
@@ -214,7 +214,7 @@ class Mlx5Provider final : public Provider {
     }
     const QpRings& r = qp->q->rings();
     map_rings(*qp, r);
-    qp->state = static_cast<ib::QpState*>(counters_alloc(sizeof(ib::QpState)));
+    qp->state = static_cast<ib::QpCounters*>(counters_alloc(sizeof(ib::QpCounters)));
     ring_doorbells(*qp, r);
     const std::uint32_t qpn = r.qpn;
     std::scoped_lock lk(mu_);
@@ -286,7 +286,7 @@ class Mlx5Provider final : public Provider {
     std::unique_ptr<CqQueue> q;
     void* buf = nullptr;
     void* dbrec = nullptr;
-    ib::CqState* state = nullptr;
+    ib::CqCounters* state = nullptr;
     std::uint32_t* error = nullptr;
     std::vector<void*> mapped;  ///< host addresses mapped for the GPUs
   };
@@ -301,7 +301,7 @@ class Mlx5Provider final : public Provider {
     void* rq = nullptr;
     void* dbrec = nullptr;
     std::vector<void*> mapped;
-    ib::QpState* state = nullptr;
+    ib::QpCounters* state = nullptr;
     std::uint64_t* doorbell = nullptr;
     std::uint64_t* word = nullptr;  ///< proxy mode: where posters leave the doorbell value
     void* db_reg = nullptr;  ///< the register mapped for the GPU (null: proxied)

@@ -30,13 +30,13 @@ struct QpReach {
   void* rq = nullptr;
   void* dbrec = nullptr;
   std::uint64_t* doorbell = nullptr;  ///< the doorbell register, or the proxy's word for it
-  ib::QpState* state = nullptr;
+  ib::QpCounters* state = nullptr;
   const std::uint32_t* abort = nullptr;
 };
 struct CqReach {
   void* buf = nullptr;
   void* dbrec = nullptr;
-  ib::CqState* state = nullptr;
+  ib::CqCounters* state = nullptr;
   const std::uint32_t* abort = nullptr;
   const std::uint32_t* error = nullptr;
 };

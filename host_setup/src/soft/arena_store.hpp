@@ -115,8 +115,8 @@ class ArenaStore {
   /// The heap offset of p, or 0 if p does not lie in the heap.
   std::uint64_t offset_of(const void* p) const;
 
-  /// Poster/poller counters (QpState, CqState), zeroed: where their users run. The engine never
-  /// touches them.
+  /// Poster/poller counters (ib::QpCounters, ib::CqCounters), zeroed: where their users run.
+  /// The engine never touches them.
   virtual void* alloc_counters(const char* who, std::size_t bytes);
   virtual void free_counters(void* p) { heap_.release(offset_of(p)); }
 

@@ -10,9 +10,10 @@
 // every data movement (a job in shared memory and two __syncwarp()s, which Volta and later
 // allow at different program points), so a large payload moves 32 lanes wide. A move shared by
 // lanes on diverged paths runs at one lane's speed (a warp executes diverged paths one after
-// another; notes/verbs-gpu.md, sixth session), so large moves are never made inside a lane's
-// visit. RC order per QP and CQE order are those of one engine: a QP is visited by its lane
-// or, parked, by its warp, one visit at a time, each executing from sq_head in order. A lane
+// another; notes/verbs-gpu.md, "2026-11-23: the lane-parallel engine measured on one H100,
+// and reverted"), so large moves are never made inside a lane's visit. RC order per QP and CQE
+// order are those of one engine: a QP is visited by its lane or, parked, by its warp, one visit
+// at a time, each executing from sq_head in order. A lane
 // keeps its first slot's visit (round `lane`) in shared memory between visits (soft::KeptVisit),
 // so that a visit starts without a round of loads of the QP's fields.
 #include "gpu_engine_kernel.hpp"
@@ -207,7 +208,8 @@ class GpuEnv {
   /// message's last byte, stored with release (its bytes are ordered before it, but a later
   /// relaxed store may pass it); relaxed stores observed by this GPU only; or by the system.
   /// kReleased does not say the release's scope and settles at system scope: keeping the two
-  /// apart measured slower (notes/verbs-gpu.md, ninth session).
+  /// apart measured slower (notes/verbs-gpu.md,
+  /// "2026-11-24: the responder kept across visits").
   enum Unsettled : std::uint8_t { kNone, kReleased, kGpuOnly, kSystem };
   static __device__ Unsettled level(sync::Scope s) { return s == sync::Scope::kGpu ? kGpuOnly : kSystem; }
   /// After relaxed stores observed at scope s (a pending release may be of system scope).

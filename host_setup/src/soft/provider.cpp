@@ -185,7 +185,7 @@ class SoftProvider final : public Provider {
     const std::vector<m5::Cqe> cqes(entries, ib::make_invalid_cqe());
     store_->write_at(ring, cqes.data(), cqes.size() * sizeof(m5::Cqe));
     store_->zero_at(dbrec, 64);
-    void* const counters = taken.counters(store_->alloc_counters("create_cq", sizeof(ib::CqState)));
+    void* const counters = taken.counters(store_->alloc_counters("create_cq", sizeof(ib::CqCounters)));
     taken.keep();
     cq_state_[slot] = counters;
     CqCtx& c = tab().cqs()[slot];
@@ -217,7 +217,7 @@ class SoftProvider final : public Provider {
     h.cqn = cqn;
     h.ring = arena().at<m5::Cqe>(c.ring_off);
     h.dbrec = arena().at<m5::CqDbrec>(c.dbrec_off);
-    h.state = static_cast<ib::CqState*>(cq_state_[cqn - 1]);
+    h.state = static_cast<ib::CqCounters*>(cq_state_[cqn - 1]);
     h.abort = store_->engine_ptr(tab().hdr()->abort);
     h.error = store_->engine_ptr(tab().cqs()[cqn - 1].error);
     h.log_cqes = c.log_cqes;
@@ -238,7 +238,7 @@ class SoftProvider final : public Provider {
         store_->heap_alloc_zeroed("create_qp: the receive queue", std::uint64_t{l.rq_wqes} << l.rq_stride_shift, 4096));
     const std::uint64_t dbrec = taken.add(store_->heap_alloc_zeroed("create_qp: the doorbell record", 64, 64));
     const std::uint64_t doorbell = taken.add(store_->heap_alloc_zeroed("create_qp: the doorbell", 64, 64));
-    void* const counters = taken.counters(store_->alloc_counters("create_qp", sizeof(ib::QpState)));
+    void* const counters = taken.counters(store_->alloc_counters("create_qp", sizeof(ib::QpCounters)));
     taken.keep();
     QpCtx& q = tab().qps()[slot];
     std::memset(&q, 0, sizeof(q));
@@ -354,7 +354,7 @@ class SoftProvider final : public Provider {
     h.rq = arena().at<std::byte>(q.rq_off);
     h.dbrec = arena().at<m5::QpDbrec>(q.dbrec_off);
     h.doorbell = arena().at<std::uint64_t>(q.doorbell_off);
-    h.state = static_cast<ib::QpState*>(qp_state_[qpn - soft::kQpnBase]);
+    h.state = static_cast<ib::QpCounters*>(qp_state_[qpn - soft::kQpnBase]);
     h.abort = store_->engine_ptr(tab().hdr()->abort);
     h.sq_bbs = q.sq_bbs;
     h.rq_wqes = q.rq_wqes;

@@ -161,8 +161,8 @@ std::string World::describe() const {
       const std::size_t k = i * L + l;
       const ib::QpHandle qh = m.qps[k]->device_handle();
       const ib::CqHandle ch = m.cqs[k]->device_handle();
-      ib::QpState qs{};
-      ib::CqState cs{};
+      ib::QpCounters qs{};
+      ib::CqCounters cs{};
       rma::LaneState ls{};
       m.space->snapshot(&qs, qh.state, sizeof(qs));
       m.space->snapshot(&cs, ch.state, sizeof(cs));

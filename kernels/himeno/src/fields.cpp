@@ -1,4 +1,5 @@
 #include <gpuverbs/himeno/fields.hpp>
+#include <gpuverbs/splitmix.hpp>
 
 namespace gv::himeno {
 namespace {
@@ -20,19 +21,14 @@ void for_each_point(const Slab& s, Fn&& fn) {
       for (int k = 0; k < l.nk; ++k) fn(i, j, k, s.global_plane(i));
 }
 
-// splitmix64: a stateless hash, so a point's random value depends on (seed, field, point)
-// alone and not on the slab it is stored in.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// splitmix64, a stateless hash: a point's random value depends on (seed, field, point) alone
+// and not on the slab it is stored in.
+using gv::splitmix64;
 
 float uniform(std::uint64_t seed, int field, const GridSize& g, int gi, int j, int k,
               float lo, float hi) {
   const std::uint64_t point = (std::uint64_t(gi) * g.nj + j) * g.nk + k;
-  const std::uint64_t h = mix(seed ^ mix(std::uint64_t(field) << 56 ^ point));
+  const std::uint64_t h = splitmix64(seed ^ splitmix64(std::uint64_t(field) << 56 ^ point));
   const float u = float(h >> 40) * (1.0f / float(1u << 24));  // [0, 1), 24 bits
   return lo + (hi - lo) * u;
 }

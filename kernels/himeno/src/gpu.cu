@@ -1,6 +1,7 @@
 #include <gpuverbs/himeno/gpu.hpp>
 
 #include "block_sum.cuh"
+#include "cuda_check.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -32,10 +33,7 @@ __global__ void __launch_bounds__(detail::kBlockThreads)
   if (threadIdx.x == 0) *gosa = total;
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("himeno: ") + what + " failed: " + cudaGetErrorString(e));
-}
+using detail::check;
 
 }  // namespace
 

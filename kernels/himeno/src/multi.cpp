@@ -12,14 +12,13 @@
 #include <stdexcept>
 #include <thread>
 
+#include "cuda_check.hpp"
 #include "multi_kernels.hpp"
 
 namespace gv::himeno {
 namespace {
 
-void check(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess) throw std::runtime_error("himeno: " + what + " failed: " + cudaGetErrorString(e));
-}
+using detail::check;
 
 std::string error_text(const ErrorRecord& e) {
   const auto w = static_cast<Where>(e.where);

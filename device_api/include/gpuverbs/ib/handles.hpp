@@ -1,7 +1,7 @@
 // Device handles: what host_setup hands kernels (and host threads) for one QP or CQ.
 //
 // Plain structs, taken by value (`__grid_constant__ const QpHandle`). Immutable fields travel
-// in the handle; the counters that posters and pollers advance live in QpState / CqState,
+// in the handle; the counters that posters and pollers advance live in QpCounters / CqCounters,
 // in memory every user of the handle shares: GPU global memory for kernels, host memory for
 // host threads (one kind of user per queue; the counters' atomics are device-scope there).
 // Lifetime: the QueuePair / CompletionQueue must outlive every kernel using its handle.
@@ -33,19 +33,19 @@ struct alignas(64) WqCounters {
   std::uint8_t pad2[56];
 };
 
-struct QpState {
+struct QpCounters {
   WqCounters sq;
   WqCounters rq;
 };
 
-struct alignas(64) CqState {
+struct alignas(64) CqCounters {
   std::uint64_t claimed = 0;     ///< next CQE a poller takes
   std::uint8_t pad0[56];
   std::uint64_t released = 0;    ///< CQEs handed back to the producer (dbrec consumer index)
   std::uint8_t pad1[56];
 };
 
-static_assert(sizeof(WqCounters) == 192 && sizeof(QpState) == 384 && sizeof(CqState) == 128);
+static_assert(sizeof(WqCounters) == 192 && sizeof(QpCounters) == 384 && sizeof(CqCounters) == 128);
 
 struct QpHandle {
   std::uint32_t version = kHandleVersion;
@@ -54,7 +54,7 @@ struct QpHandle {
   std::byte* rq = nullptr;             ///< rq_wqes << rq_stride_shift bytes
   mlx5::QpDbrec* dbrec = nullptr;
   std::uint64_t* doorbell = nullptr;   ///< UAR BlueFlame register or the soft engine's word
-  QpState* state = nullptr;
+  QpCounters* state = nullptr;
   const std::uint32_t* abort = nullptr;  ///< host raises it to end every wait on this QP
   std::uint32_t sq_bbs = 0;            ///< power of two
   std::uint32_t rq_wqes = 0;           ///< power of two
@@ -82,12 +82,12 @@ struct CqHandle {
   std::uint32_t cqn = 0;
   mlx5::Cqe* ring = nullptr;           ///< 2^log_cqes entries
   mlx5::CqDbrec* dbrec = nullptr;
-  CqState* state = nullptr;
+  CqCounters* state = nullptr;
   const std::uint32_t* abort = nullptr;
   const std::uint32_t* error = nullptr;  ///< nonzero once the provider declared an overrun
-  QpState* send_qp = nullptr;          ///< QP whose SQ completes here (or null)
+  QpCounters* send_qp = nullptr;       ///< QP whose SQ completes here (or null)
   const std::byte* send_sq = nullptr;  ///< its SQ ring, to read the size of completed WQEs
-  QpState* recv_qp = nullptr;          ///< QP whose RQ completes here (or null)
+  QpCounters* recv_qp = nullptr;       ///< QP whose RQ completes here (or null)
   std::uint32_t log_cqes = 0;
   std::uint32_t send_sq_bbs = 0;
   std::uint32_t send_qpn = 0;

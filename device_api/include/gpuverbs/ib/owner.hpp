@@ -8,18 +8,18 @@
 //   own.give_back();                                // stores them for whoever comes next
 //
 // Between take() and give_back() the owner is the only thread that posts to the QP and polls
-// the CQ, and the queues' counters in memory (QpState, CqState) are stale (all but the receive
-// queue's reserved count when another CQ completes that queue: that CQ's pollers read it):
-// handing the QP to another thread or kernel goes through give_back() and whatever orders the
-// two (a kernel boundary, a barrier). Posts and polls keep their semantics: the same WQEs, doorbells, CQE
-// checks and ordering as post_send<kExclusive> and poll_cq<kExclusive>.
+// the CQ, and the queues' counters in memory (QpCounters, CqCounters) are stale (all but the
+// receive queue's reserved count when another CQ completes that queue: that CQ's pollers read
+// it): handing the QP to another thread or kernel goes through give_back() and whatever orders
+// the two (a kernel boundary, a barrier). Posts and polls keep their semantics: the same WQEs,
+// doorbells, CQE checks and ordering as post_send<kExclusive> and poll_cq<kExclusive>.
 //
 // What it saves: a post reads and writes no counter (the free space is known from the
 // completions this thread polled), so a post is the WQE's stores, one release and the doorbell
 // record and doorbell; a poll reads the CQE's last word and, in the same round, the control
 // segment of the oldest WQE not yet completed: when every WQE is signaled the CQE names that
 // WQE and nothing more is read for a successful WRITE, SEND or NOP completion, whose consumer
-// index then needs no fence (the tail's acquire orders it; sync::cqe_tail_read_before_release);
+// index then needs no fence (the tail's acquire orders it; cqe_tail_read_before_release);
 // else a second round reads the CQE's body and the WQE it names, and the index is released
 // after those reads, as poll_cq does.
 #pragma once

@@ -9,6 +9,7 @@
 #include "cqe.hpp"
 #include "encode.hpp"
 #include "handles.hpp"
+#include "ordering.hpp"
 #include "post.hpp"
 
 namespace gv::ib {

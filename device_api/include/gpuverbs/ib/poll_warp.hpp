@@ -17,10 +17,12 @@
 namespace gv::ib {
 
 /// Take the ready completions at the head of `cq` (at most 32, at most the CQ's depth).
-/// Returns how many were taken, the same in every lane; lane i < n receives the i-th in
-/// `out`. Returns 0 with *status kEmpty (or kCqOverrun, or kInvalidArgument for a handle of
-/// another version) when none is ready.
-__device__ inline int poll_cq_warp(const CqHandle& cq, Completion& out, Status* status = nullptr);
+/// `taken` gets how many, the same in every lane; lane i < taken receives the i-th in `out`.
+/// Returns, the same in every lane: kOk when every completion taken succeeded,
+/// kCompletionError when one of them is an error CQE (its lane's `out` has the syndrome),
+/// kEmpty (or kCqOverrun) with taken = 0 when none is ready, kInvalidArgument (taken = 0) for a
+/// handle of another version.
+[[nodiscard]] __device__ inline Status poll_cq_warp(const CqHandle& cq, Completion& out, int& taken);
 
 }  // namespace gv::ib
 

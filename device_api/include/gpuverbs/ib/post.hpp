@@ -12,6 +12,7 @@
 #include "../sync.hpp"
 #include "encode.hpp"
 #include "handles.hpp"
+#include "ordering.hpp"
 
 namespace gv::ib {
 

@@ -470,7 +470,7 @@ class Hca {
     env.order_messages();
     // The general path's steps for this WQE, in its order (the checks have no effects). Both
     // paths inline write_to(): one call reached from both measured slower (its register
-    // allocation; notes/verbs-gpu.md, eleventh session).
+    // allocation; notes/verbs-gpu.md, "2026-11-25: fast_write measured, …").
     if (std::byte* const dst = fast_write(env, q, w, r)) {
       if (!env.may_move(w.length)) return Exec::kDeferred;
       return write_to(env, q, sq, w, r, dst);

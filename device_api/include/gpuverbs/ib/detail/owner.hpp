@@ -95,7 +95,7 @@ GV_HD GV_INLINE Status QpOwner::try_poll(Completion& out) {
     out.wqe_counter = static_cast<std::uint16_t>(counter);
     sq_done_ += wqe_bbs(g.ds);
     ++ci_;
-    sync::cqe_tail_read_before_release(&cq.dbrec->set_ci.raw,
+    cqe_tail_read_before_release(&cq.dbrec->set_ci.raw,
                                        be32::from(static_cast<std::uint32_t>(ci_ & mlx5::kCqCiMask)).raw, cq.executor);
     return Status::kOk;
   }
@@ -107,7 +107,7 @@ GV_HD GV_INLINE Status QpOwner::try_poll(Completion& out) {
   else if (rq_here_ && r.done != nullptr) rq_done_ = r.end;
   else other_done = r.done;
   ++ci_;
-  sync::cqe_read_before_release_and_retire(&cq.dbrec->set_ci.raw,
+  cqe_read_before_release_and_retire(&cq.dbrec->set_ci.raw,
                                            be32::from(static_cast<std::uint32_t>(ci_ & mlx5::kCqCiMask)).raw,
                                            cq.executor, other_done, r.end);
   return out.status;

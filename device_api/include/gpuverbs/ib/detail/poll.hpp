@@ -6,7 +6,7 @@
 namespace gv::ib {
 
 GV_HD GV_INLINE std::uint32_t cqe_tail(const CqHandle& cq, const mlx5::Cqe* cqe) {
-  return sync::cqe_owner_before_payload(
+  return cqe_owner_before_payload(
       reinterpret_cast<const std::uint32_t*>(reinterpret_cast<const std::byte*>(cqe) + mlx5::kCqeTailOffset),
       cq.executor);
 }
@@ -36,7 +36,7 @@ GV_HD GV_INLINE void retire(const CqHandle& cq, const Completion& c) {
 
 template <Ownership O>
 GV_HD GV_INLINE void cq_release(const CqHandle& cq, std::uint64_t next) {
-  sync::cqe_read_before_release(&cq.dbrec->set_ci.raw,
+  cqe_read_before_release(&cq.dbrec->set_ci.raw,
                                 be32::from(static_cast<std::uint32_t>(next & mlx5::kCqCiMask)).raw,
                                 cq.executor);
   if constexpr (O == Ownership::kShared) sync::store_release(&cq.state->released, next);
@@ -102,7 +102,7 @@ GV_HD GV_INLINE Status try_poll_cq_owned(const CqHandle& cq, Completion& out) {
   if (!cqe_ready(tail, ci, cq.log_cqes)) return empty_or_overrun(cq);
   const Retired r = take_ready_cqe(cq, sq, rq, cqe, tail, sq_done, rq_done, out);
   sync::store_relaxed(&cq.state->claimed, ci + 1);
-  sync::cqe_read_before_release_and_retire(&cq.dbrec->set_ci.raw,
+  cqe_read_before_release_and_retire(&cq.dbrec->set_ci.raw,
                                            be32::from(static_cast<std::uint32_t>((ci + 1) & mlx5::kCqCiMask)).raw,
                                            cq.executor, r.done, r.end);
   return out.status;

@@ -16,11 +16,9 @@ __device__ inline std::uint64_t warp_max(std::uint64_t v) {
 }
 }  // namespace detail
 
-__device__ inline int poll_cq_warp(const CqHandle& cq, Completion& out, Status* status) {
-  if (!handle_ok(cq)) {
-    if (status) *status = Status::kInvalidArgument;
-    return 0;
-  }
+__device__ inline Status poll_cq_warp(const CqHandle& cq, Completion& out, int& taken) {
+  taken = 0;
+  if (!handle_ok(cq)) return Status::kInvalidArgument;
   const unsigned lane = threadIdx.x & 31u;
   const std::uint32_t depth = 1u << cq.log_cqes;
   const std::uint64_t ci0 = sync::load_relaxed(&cq.state->claimed);
@@ -29,10 +27,7 @@ __device__ inline int poll_cq_warp(const CqHandle& cq, Completion& out, Status* 
   const bool ready = lane < depth && cqe_ready(cqe_tail(cq, cqe), ci, cq.log_cqes);
   const unsigned ballot = __ballot_sync(kFullWarp, ready);
   const int n = ballot == kFullWarp ? 32 : __ffs(~ballot) - 1;  // the ready prefix
-  if (n == 0) {
-    if (status) *status = empty_or_overrun(cq);
-    return 0;
-  }
+  if (n == 0) return empty_or_overrun(cq);
   std::uint64_t sq_end = 0, rq_end = 0;
   if (static_cast<int>(lane) < n) {
     mlx5::Cqe copy;
@@ -61,8 +56,8 @@ __device__ inline int poll_cq_warp(const CqHandle& cq, Completion& out, Status* 
     cq_release<Ownership::kExclusive>(cq, ci0 + n);
   }
   __syncwarp();
-  if (status) *status = errors ? Status::kCompletionError : Status::kOk;
-  return n;
+  taken = n;
+  return errors ? Status::kCompletionError : Status::kOk;
 }
 
 }  // namespace gv::ib

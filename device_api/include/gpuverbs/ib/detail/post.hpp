@@ -79,7 +79,8 @@ GV_HD GV_INLINE Octoword sq_write_wqe(const QpHandle& qp, std::uint64_t start, c
     // encoded before the first is stored, so the loads it takes (the SG list, an inline
     // payload) are not ordered behind stores to the ring that might alias them. A case of its
     // own, with constant octoword indices: one loop taking a WQEBB at a time for every size made
-    // the ping-pong 0.05-0.46 us slower (notes/verbs-gpu.md, ninth session).
+    // the ping-pong 0.05-0.46 us slower (notes/verbs-gpu.md,
+    // "2026-11-24: the responder kept across visits").
     Octoword o[4];
     for (std::uint32_t k = 0; k < 4; ++k)
       if (k < ds) o[k] = wqe_octoword(wr, k, idx, qp.qpn);
@@ -105,7 +106,7 @@ GV_HD GV_INLINE void rq_write_wqe(const QpHandle& qp, std::uint64_t start, const
 }
 
 GV_HD GV_INLINE void rq_ring_record(const QpHandle& qp, std::uint64_t end) {
-  sync::wqe_visible_before_dbrec(&qp.dbrec->rcv.raw, be32::from(mlx5::dbrec_counter(end)).raw, qp.rq_executor);
+  wqe_visible_before_dbrec(&qp.dbrec->rcv.raw, be32::from(mlx5::dbrec_counter(end)).raw, qp.rq_executor);
 }
 
 GV_HD GV_INLINE std::uint64_t doorbell_value(const Octoword& ctrl) {
@@ -115,11 +116,11 @@ GV_HD GV_INLINE std::uint64_t doorbell_value(const Octoword& ctrl) {
 GV_HD GV_INLINE void sq_ring_doorbell(const QpHandle& qp, std::uint64_t end, std::uint64_t db) {
   const std::uint32_t rec = be32::from(mlx5::dbrec_counter(end)).raw;
   if (qp.record_polled) {
-    sync::wqe_visible_before_dbrec_and_doorbell(&qp.dbrec->snd.raw, rec, qp.doorbell, db, qp.executor);
+    wqe_visible_before_dbrec_and_doorbell(&qp.dbrec->snd.raw, rec, qp.doorbell, db, qp.executor);
     return;
   }
-  sync::wqe_visible_before_dbrec(&qp.dbrec->snd.raw, rec, qp.executor);
-  sync::dbrec_before_doorbell(qp.doorbell, db, qp.executor);
+  wqe_visible_before_dbrec(&qp.dbrec->snd.raw, rec, qp.executor);
+  dbrec_before_doorbell(qp.doorbell, db, qp.executor);
 }
 
 template <Ownership O>

@@ -34,11 +34,6 @@ GV_HD GV_INLINE T from_bits(bits_t<T> b) {
 /// Words peers read and write: system scope (sync::aref_sys: libcu++ on the GPU, std on the host).
 template <class T>
 using sys_ref = sync::aref_sys<T>;
-#if GV_DEVICE_PASS
-#define GV_RMA_MO(x) cuda::std::memory_order_##x
-#else
-#define GV_RMA_MO(x) std::memory_order_##x
-#endif
 
 /// One word stored where a peer polls it (1, 2, 4 or 8 bytes); on the GPU unordered with earlier
 /// stores.
@@ -52,7 +47,7 @@ GV_HD GV_INLINE void store_word(T* p, T v) {
 #else
   // Release on the host: free on x86, and ThreadSanitizer, which ignores standalone fences,
   // then sees the order that quiet/fence give before a flag store.
-  sys_ref<bits_t<T>>(*reinterpret_cast<bits_t<T>*>(p)).store(to_bits(v), GV_RMA_MO(release));
+  sys_ref<bits_t<T>>(*reinterpret_cast<bits_t<T>*>(p)).store(to_bits(v), sync::mo::memory_order_release);
 #endif
 }
 
@@ -64,7 +59,7 @@ GV_HD GV_INLINE T load_word(const T* p) {
   return from_bits<T>(*reinterpret_cast<const volatile bits_t<T>*>(p));
 #else
   return from_bits<T>(sys_ref<bits_t<T>>(*const_cast<bits_t<T>*>(reinterpret_cast<const bits_t<T>*>(p)))
-                          .load(GV_RMA_MO(acquire)));
+                          .load(sync::mo::memory_order_acquire));
 #endif
 }
 
@@ -75,7 +70,7 @@ template <class T>
 GV_HD GV_INLINE T signal_seen_before_data(const T* p) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8);
   return from_bits<T>(sys_ref<bits_t<T>>(*const_cast<bits_t<T>*>(reinterpret_cast<const bits_t<T>*>(p)))
-                          .load(GV_RMA_MO(acquire)));
+                          .load(sync::mo::memory_order_acquire));
 }
 
 /// Order every store this thread made (and, through a group sync before it, its group's)
@@ -83,9 +78,9 @@ GV_HD GV_INLINE T signal_seen_before_data(const T* p) {
 /// (put_signal), puts before later puts to the same peer (fence).
 GV_HD GV_INLINE void data_before_signal() {
 #if GV_DEVICE_PASS
-  cuda::atomic_thread_fence(GV_RMA_MO(release), cuda::thread_scope_system);
+  cuda::atomic_thread_fence(sync::mo::memory_order_release, cuda::thread_scope_system);
 #else
-  std::atomic_thread_fence(GV_RMA_MO(release));
+  std::atomic_thread_fence(sync::mo::memory_order_release);
 #endif
 }
 
@@ -93,38 +88,37 @@ GV_HD GV_INLINE void data_before_signal() {
 /// system before anything that follows (a full fence, also against later loads).
 GV_HD GV_INLINE void puts_complete() {
 #if GV_DEVICE_PASS
-  cuda::atomic_thread_fence(GV_RMA_MO(seq_cst), cuda::thread_scope_system);
+  cuda::atomic_thread_fence(sync::mo::memory_order_seq_cst, cuda::thread_scope_system);
 #else
-  std::atomic_thread_fence(GV_RMA_MO(seq_cst));
+  std::atomic_thread_fence(sync::mo::memory_order_seq_cst);
 #endif
 }
 
 /// Signal words: set or add, released so the data stored before them is seen first.
 GV_HD GV_INLINE void signal_set_release(std::uint64_t* p, std::uint64_t v) {
-  sys_ref<std::uint64_t>(*p).store(v, GV_RMA_MO(release));
+  sys_ref<std::uint64_t>(*p).store(v, sync::mo::memory_order_release);
 }
 GV_HD GV_INLINE void signal_add_release(std::uint64_t* p, std::uint64_t v) {
-  sys_ref<std::uint64_t>(*p).fetch_add(v, GV_RMA_MO(release));
+  sys_ref<std::uint64_t>(*p).fetch_add(v, sync::mo::memory_order_release);
 }
 
 /// Remote atomics on 4- and 8-byte integers, relaxed (NVSHMEM's atomics order nothing else).
 template <class T>
 GV_HD GV_INLINE T atomic_fetch_add(T* p, T v) {
-  return sys_ref<T>(*p).fetch_add(v, GV_RMA_MO(relaxed));
+  return sys_ref<T>(*p).fetch_add(v, sync::mo::memory_order_relaxed);
 }
 template <class T>
 GV_HD GV_INLINE T atomic_exchange(T* p, T v) {
-  return sys_ref<T>(*p).exchange(v, GV_RMA_MO(relaxed));
+  return sys_ref<T>(*p).exchange(v, sync::mo::memory_order_relaxed);
 }
 template <class T>
 GV_HD GV_INLINE T atomic_compare_swap(T* p, T cond, T v) {
-  sys_ref<T>(*p).compare_exchange_strong(cond, v, GV_RMA_MO(relaxed), GV_RMA_MO(relaxed));
+  sys_ref<T>(*p).compare_exchange_strong(cond, v, sync::mo::memory_order_relaxed, sync::mo::memory_order_relaxed);
   return cond;  // the value found: equal to the argument when the swap happened
 }
 template <class T>
 GV_HD GV_INLINE T atomic_load(const T* p) {
-  return sys_ref<T>(*const_cast<T*>(p)).load(GV_RMA_MO(relaxed));
+  return sys_ref<T>(*const_cast<T*>(p)).load(sync::mo::memory_order_relaxed);
 }
 
-#undef GV_RMA_MO
 }  // namespace gv::rma::detail
