@@ -36,7 +36,7 @@ void bench_pingpong_remote(const Options& o, Harness& h) {
 
   gv::DeviceOptions d;
   d.map_to_gpus = true;
-  CK(cudaSetDevice(0));
+  GV_BENCH_CUDA(cudaSetDevice(0));
   auto dev = gv::Device::open(g_provider.open_name(), g_provider.options(d));
   std::printf("# pingpong between two hosts, this one the %s: %s\n", client ? "client" : "server", dev->describe().c_str());
   auto pd = dev->alloc_pd();
@@ -48,7 +48,7 @@ void bench_pingpong_remote(const Options& o, Harness& h) {
   caps.max_inline = kMaxInline;
   auto qp = pd->create_qp(*scq, *rcq, caps);
   void* mem = nullptr;
-  CK(cudaMalloc(&mem, 2 * region));
+  GV_BENCH_CUDA(cudaMalloc(&mem, 2 * region));
   struct Free {
     void* p;
     ~Free() { (void)cudaFree(p); }
@@ -101,8 +101,8 @@ void bench_pingpong_remote(const Options& o, Harness& h) {
       const std::uint64_t iters = big ? std::min<std::uint64_t>(o.iters, 100) : o.iters;
       const std::uint64_t warmup = big ? 10 : 100;
       const std::string what = std::string("two-host pingpong ") + variant + " " + std::to_string(bytes) + " B";
-      CK(cudaMemsetAsync(buf, kPoison, region, st));  // no stale tag may pass for message 0
-      CK(cudaStreamSynchronize(st));
+      GV_BENCH_CUDA(cudaMemsetAsync(buf, kPoison, region, st));  // no stale tag may pass for message 0
+      GV_BENCH_CUDA(cudaStreamSynchronize(st));
       boot->barrier();
       const PingPong exp{static_cast<std::uint32_t>(bytes), warmup + iters, completion};
       RoleArgs a;
@@ -111,8 +111,8 @@ void bench_pingpong_remote(const Options& o, Harness& h) {
       a.res = h.results();
       a.res.status[role] = kNotReported;
       role_kernel<PingPong, false><<<1, 1, 0, st>>>(exp, a);
-      CK(cudaGetLastError());
-      CK(cudaStreamSynchronize(st));
+      GV_BENCH_CUDA(cudaGetLastError());
+      GV_BENCH_CUDA(cudaStreamSynchronize(st));
       if (a.res.status[role] != Status::kOk) {
         std::string events;
         while (auto e = dev->poll_async_event()) events += "; " + e->message;

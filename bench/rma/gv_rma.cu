@@ -440,14 +440,14 @@ void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
     const std::size_t box = (rma::ll_bytes(bytes) + 255) & ~std::size_t{255};
     for (int r = 0; r < 2; ++r) {
       p.on(r);
-      CUDA_OK(cudaMemsetAsync(p.buf[r], 0, box, p.s[r]));
-      CUDA_OK(cudaStreamSynchronize(p.s[r]));
+      GV_BENCH_CUDA(cudaMemsetAsync(p.buf[r], 0, box, p.s[r]));
+      GV_BENCH_CUDA(cudaStreamSynchronize(p.s[r]));
     }
     for (int r : {1, 0}) {
       p.on(r);
       pingpong<G, 2><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], p.buf[r] + box, bytes, p.sig[r], warmup,
                                                          iters, p.cycles, p.timing, p.st[r]);
-      CUDA_OK(cudaGetLastError());
+      GV_BENCH_CUDA(cudaGetLastError());
     }
     if (!p.finish("ll")) continue;
     emit_latency("ll", scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
@@ -585,7 +585,7 @@ void run_anchors(Options& o, Pair& p) {
           else
             raw_put_pingpong<rma::Thread><<<1, 1, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32, their_flag[r], warmup,
                                                                iters, p.cycles, p.timing, p.ep(r).budget, p.st[r]);
-          CUDA_OK(cudaGetLastError());
+          GV_BENCH_CUDA(cudaGetLastError());
         }
         if (p.finish("raw_put_sys")) emit_latency("raw_put_sys", block ? "block" : "thread", "peer", bytes, iters, p.samples(iters, true));
       }

@@ -10,11 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "cuda_util.hpp"  // host_setup's one CUDA check: gv::detail::cuda_check
+#include "../common/cuda_check.hpp"  // the benchmarks' one CUDA check
+#include "cuda_util.hpp"             // host_setup's DeviceGuard
 
 namespace gv::scope {
 
-using detail::cuda_check;
+using bench::cuda_check;
 
 /// Longest any one timed region may take before the run fails instead of hanging.
 inline constexpr double kWaitSeconds = 20.0;
