@@ -111,7 +111,13 @@ namespace gv::nvshmem::detail {
 /// A device call that cannot be done: say why, and stop the kernel (NVSHMEM's calls return
 /// nothing, so the program could not learn of it otherwise).
 __device__ __noinline__ inline void device_fail(const char* what, gv::Status s) {
-  printf("gpuverbs nvshmem: %s failed on PE %u: %s\n", what, gv_nvshmem_ep.rank, gv::to_string(s));
+  printf("gpuverbs nvshmem: %s failed on PE %u: %s%s\n", what, gv_nvshmem_ep.rank, gv::to_string(s),
+         s == gv::Status::kInvalidArgument
+             ? " (a PE out of range, a remote address outside the symmetric heap, or, over ib, a local buffer "
+               "outside it: the queues reach only registered memory, as NVSHMEM's remote transports need "
+               "nvshmemx_buffer_register for such buffers; allocate it with nvshmem_malloc, or use "
+               "GV_TRANSPORT=p2p)"
+             : "");
   __trap();
 }
 __device__ __forceinline__ void check(gv::Status s, const char* what) {
