@@ -1,6 +1,7 @@
 // The provider interface behind gv::Device: who creates queues and executes work requests.
 // Internal to host_setup; the public classes in verbs.hpp validate arguments and forward here.
 #pragma once
+#include <algorithm>
 #include <cinttypes>
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +12,9 @@
 #include <vector>
 
 #include <gpuverbs/host/verbs.hpp>
+#include <gpuverbs/ib/encode.hpp>
 #include <gpuverbs/ib/handles.hpp>
+#include <gpuverbs/ib/ring.hpp>
 
 namespace gv::detail {
 
@@ -34,6 +37,16 @@ struct QpLayout {
   std::uint32_t sq_bbs = 0, rq_wqes = 0, rq_stride_shift = 0;
   QpCaps caps;
 };
+
+/// Send WQEBBs for `caps`: room for sq_depth of the largest WQE they allow (SGEs after ctrl+raddr,
+/// an atomic's 4 octowords, or inline data after ctrl+raddr), a power of two. Every provider that
+/// sizes its own send queue (the soft provider, mlx5's GPU placement) sizes it so.
+inline std::uint32_t sq_wqebbs(const QpCaps& caps) {
+  const std::uint32_t ds_sge = 2 + caps.max_send_sge;
+  const std::uint32_t ds_inline = 2 + (4 + caps.max_inline + 15) / 16;
+  const std::uint32_t ds_max = std::max({ds_sge, ds_inline, std::uint32_t{4}});
+  return static_cast<std::uint32_t>(ib::round_up_pow2(std::uint64_t{caps.sq_depth} * ib::wqe_bbs(ds_max)));
+}
 
 struct QpConnect {
   QpInfo remote;

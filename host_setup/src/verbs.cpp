@@ -153,15 +153,10 @@ std::unique_ptr<QueuePair> ProtectionDomain::create_qp(CompletionQueue& send_cq,
   if (send_cq.impl_->provider != impl_->provider || recv_cq.impl_->provider != impl_->provider)
     throw Error("create_qp: the CQs belong to another device");
 
-  // The largest WQE these caps allow: SGEs after ctrl+raddr, an atomic (4 octowords), or
-  // inline data after ctrl+raddr.
-  const std::uint32_t ds_sge = 2 + caps.max_send_sge;
-  const std::uint32_t ds_inline = 2 + (4 + caps.max_inline + 15) / 16;
-  const std::uint32_t ds_max = std::max({ds_sge, ds_inline, std::uint32_t{4}});
   detail::QpLayout l;
   l.pdn = impl_->pdn;
   l.caps = caps;
-  l.sq_bbs = static_cast<std::uint32_t>(ib::round_up_pow2(std::uint64_t{caps.sq_depth} * ib::wqe_bbs(ds_max)));
+  l.sq_bbs = detail::sq_wqebbs(caps);
   l.rq_wqes = static_cast<std::uint32_t>(ib::round_up_pow2(caps.rq_depth));
   l.rq_stride_shift = 4 + ib::log2_pow2(ib::round_up_pow2(caps.max_recv_sge));
   l.send_cqn = send_cq.cqn();

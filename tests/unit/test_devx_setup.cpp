@@ -12,6 +12,7 @@
 
 #include "devx_recorder.hpp"
 #include "mlx5/devx/queues.hpp"
+#include "provider.hpp"
 
 namespace devx = gv::mlx5::devx;
 namespace dm = gv::detail::mlx5;
@@ -64,7 +65,7 @@ TEST(DevxSetup, WholeSequenceOnRoce) {
   EXPECT_EQ(q.rq_wqe_cnt, 32u);
   EXPECT_EQ(q.rq_stride, 32u);
   EXPECT_EQ(static_cast<std::byte*>(q.sq_buf) - static_cast<std::byte*>(q.rq_buf), 32 * 32);
-  EXPECT_EQ(q.sq_wqe_cnt, devx::sq_wqebbs(req.caps));
+  EXPECT_EQ(q.sq_wqe_cnt, gv::detail::sq_wqebbs(req.caps));
   EXPECT_EQ(q.sq_stride, 64u);
   EXPECT_EQ(q.bf_size, 0u);  // a non-cached UAR: doorbell only
   const auto& cqp = r.last_in.at(devx::prm::kOpCreateQp);

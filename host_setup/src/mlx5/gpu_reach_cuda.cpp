@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "../cuda_util.hpp"
+#include "devx/gpu_memory.hpp"
 #include "gpu_reach.hpp"
 
 namespace gv::detail::mlx5 {
@@ -73,25 +74,10 @@ class CudaReach final : public GpuReach {
   }
 
   int dmabuf_fd(void* p, std::size_t n, std::uintptr_t& base, std::string& why) override {
-    // CUresult cuMemGetHandleForAddressRange(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long)
-    using Fn = int (*)(void*, unsigned long long, std::size_t, int, unsigned long long);
-    static const auto fn = reinterpret_cast<Fn>(driver_entry("cuMemGetHandleForAddressRange"));
-    if (fn == nullptr) {
-      why = "the CUDA driver has no cuMemGetHandleForAddressRange (driver older than CUDA 11.7)";
-      return -1;
-    }
-    constexpr int kDmaBufFd = 1;  // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
     const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p), ps = page_size();
     base = a & ~(ps - 1);
     const std::uintptr_t end = (a + n + ps - 1) & ~(ps - 1);
-    int fd = -1;
-    const int r = fn(&fd, base, end - base, kDmaBufFd, 0);
-    if (r != 0 || fd < 0) {
-      why = "cuMemGetHandleForAddressRange(DMA_BUF_FD) failed with CUresult " + std::to_string(r) +
-            " (dma-buf needs Linux >= 5.12 with the open NVIDIA kernel modules, or driver support for it)";
-      return -1;
-    }
-    return fd;
+    return ::gv::mlx5::devx::gpu_dmabuf_fd(reinterpret_cast<void*>(base), end - base, &why);
   }
 
  private:

@@ -55,18 +55,14 @@ int gpu_dmabuf_fd(void* p, std::size_t bytes, std::string* why) {
   // CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr, size_t, CUmemRangeHandleType, flags),
   // taken through the runtime so that nothing links libcuda.
   using Fn = int (*)(void*, unsigned long long, std::size_t, int, unsigned long long);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 11070, cudaEnableDefault, &q) !=
-          cudaSuccess ||
-      q != cudaDriverEntryPointSuccess || fn == nullptr) {
-    (void)cudaGetLastError();
+  const auto fn = reinterpret_cast<Fn>(detail::driver_entry("cuMemGetHandleForAddressRange"));
+  if (fn == nullptr) {
     *why = "the CUDA driver has no cuMemGetHandleForAddressRange (needs a driver of CUDA 11.7 or later)";
     return -1;
   }
   constexpr int kDmaBufFd = 1;  // CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD
   int fd = -1;
-  const int r = reinterpret_cast<Fn>(fn)(&fd, reinterpret_cast<std::uintptr_t>(p), bytes, kDmaBufFd, 0);
+  const int r = fn(&fd, reinterpret_cast<std::uintptr_t>(p), bytes, kDmaBufFd, 0);
   if (r != 0 || fd < 0) {
     *why = "cuMemGetHandleForAddressRange(DMA_BUF_FD) returned CUresult " + std::to_string(r) +
            " (dma-buf export needs Linux >= 6.1 with NVIDIA's open kernel modules)";

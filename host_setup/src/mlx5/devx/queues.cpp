@@ -43,14 +43,6 @@ const char* to_string(UarType t) {
   return "?";
 }
 
-std::uint32_t sq_wqebbs(const QpCaps& caps) {
-  // The largest WQE: SGEs after ctrl+raddr, an atomic (4 octowords), or inline data after ctrl+raddr.
-  const std::uint32_t ds_sge = 2 + caps.max_send_sge;
-  const std::uint32_t ds_inline = 2 + (4 + caps.max_inline + 15) / 16;
-  const std::uint32_t ds_max = std::max({ds_sge, ds_inline, std::uint32_t{4}});
-  return static_cast<std::uint32_t>(ib::round_up_pow2(std::uint64_t{caps.sq_depth} * ib::wqe_bbs(ds_max)));
-}
-
 /// What a CQ and a QP both hold: queue memory with its UMEM, a UAR, and the DEVX object, released
 /// in reverse order (also when a constructor throws halfway).
 struct DevxResources {
@@ -118,7 +110,7 @@ class GpuQp final : public dm::QpQueue {
   GpuQp(GpuQueueFactory& f, const dm::QpRequest& req, const dm::CqRings& send, const dm::CqRings& recv)
       : f_(f), pd_(req.pd), r_(f) {
     const HcaCaps& caps = f_.caps_;
-    const std::uint32_t sq_bbs = sq_wqebbs(req.caps);
+    const std::uint32_t sq_bbs = ::gv::detail::sq_wqebbs(req.caps);
     const auto rq_wqes = static_cast<std::uint32_t>(ib::round_up_pow2(req.caps.rq_depth));
     const std::uint32_t rq_shift = 4 + ib::log2_pow2(ib::round_up_pow2(req.caps.max_recv_sge));
     if (log2u(sq_bbs) > caps.log_max_qp_sz || log2u(rq_wqes) > caps.log_max_qp_sz)

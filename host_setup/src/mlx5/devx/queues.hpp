@@ -30,10 +30,6 @@ struct GpuQueueOptions {
   bool cq_overrun_ignore = false;   ///< cqc.oi: the NIC does not check the CQ consumer index
 };
 
-/// Send WQEBBs for caps: room for sq_depth of the largest WQE they allow (as verbs.cpp sizes the
-/// soft provider's queues), a power of two.
-std::uint32_t sq_wqebbs(const QpCaps& caps);
-
 /// The factory keeps `seam` by reference: the seam outlives it. describe() says what it chose
 /// (UMEM path, UAR type, capabilities) once queues exist.
 class GpuQueueFactory final : public detail::mlx5::QueueFactory {
