@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include <gpuverbs/splitmix.hpp>
 #include <gpuverbs/sync.hpp>
 
 namespace gv::scope {
@@ -18,15 +19,8 @@ __global__ void hold_kernel(const std::uint32_t* flag, std::uint64_t budget_ns, 
   if (st != Status::kOk) *timed_out = 1;
 }
 
-GV_HD inline std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 /// Word i's contribution: its value mixed with its place, so a shifted copy fails too.
-GV_HD inline std::uint64_t term(std::uint64_t w, std::uint64_t i) { return mix(w ^ (i * 0x100000001b3ull)); }
+GV_HD inline std::uint64_t term(std::uint64_t w, std::uint64_t i) { return splitmix64(w ^ (i * 0x100000001b3ull)); }
 
 __global__ void checksum_kernel(const std::uint64_t* p, std::size_t words, unsigned long long* out) {
   std::uint64_t acc = 0;
@@ -37,7 +31,7 @@ __global__ void checksum_kernel(const std::uint64_t* p, std::size_t words, unsig
 
 __global__ void fill_kernel(std::uint64_t* p, std::size_t words, std::uint64_t seed) {
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += std::size_t{gridDim.x} * blockDim.x)
-    p[i] = mix(seed + i);
+    p[i] = splitmix64(seed + i);
 }
 
 constexpr unsigned kHostFlags = cudaHostAllocPortable | cudaHostAllocMapped;
@@ -143,7 +137,7 @@ std::uint64_t checksum_device(const void* p, std::size_t bytes, cudaStream_t s) 
 
 void fill_host(void* p, std::size_t bytes, std::uint64_t seed) {
   auto* w = static_cast<std::uint64_t*>(p);
-  for (std::size_t i = 0; i < bytes / 8; ++i) w[i] = mix(seed + i);
+  for (std::size_t i = 0; i < bytes / 8; ++i) w[i] = splitmix64(seed + i);
 }
 
 void fill_device(void* p, std::size_t bytes, std::uint64_t seed, cudaStream_t s) {

@@ -133,7 +133,7 @@ std::unique_ptr<MemoryRegion> ProtectionDomain::reg_mr(void* addr, std::size_t l
   if (length > UINTPTR_MAX - reinterpret_cast<std::uintptr_t>(addr))
     throw Error("reg_mr: [" + hex(reinterpret_cast<std::uintptr_t>(addr)) + ", +" + std::to_string(length) +
                 ") wraps around the end of the address space; register a range that lies in memory");
-  if (access & ~std::uint32_t{kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic})
+  if (access & ~kAllAccess)
     throw Error("reg_mr: unknown access bits " + hex(access));
   if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite))
     throw Error("reg_mr: remote write or atomic access needs kLocalWrite too (as in ibv_reg_mr)");

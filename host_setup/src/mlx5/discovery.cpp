@@ -1,6 +1,8 @@
 // discovery.hpp: rdma-core's device list, and the choice of device, port and GID index.
 #include "discovery.hpp"
 
+#include "../parse.hpp"
+
 #include "../provider.hpp"
 #include "connect.hpp"
 
@@ -30,11 +32,9 @@ std::string names_of(const std::vector<HcaInfo>& hcas) {
 int env_int(const char* var, int fallback) {
   const char* v = std::getenv(var);
   if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long x = std::strtol(v, &end, 10);
-  if (errno != 0 || *end != '\0' || x < 0 || x > 255)
-    throw Error(std::string(var) + "='" + v + "' is not a number 0..255");
+  std::uint64_t x = 0;
+  std::string why;
+  if (!parse_uint(v, 0, 255, x, why)) throw Error(std::string(var) + "='" + v + "' " + why);
   return static_cast<int>(x);
 }
 

@@ -198,7 +198,7 @@ class Setup {
       // A NIC reaches GPU memory (dma-buf, nvidia_peermem): GPU ranks keep their heap there.
       m_.heap = ibp.gpu_heap ? detail::cuda_heap(total, s, ipc_)
                              : detail::device_heap(*m_.dev, total, m_.gpu_engine() ? s : detail::host_space(), ipc_);
-      m_.heap_mr = m_.pd->reg_mr(m_.heap->base(), total, kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic);
+      m_.heap_mr = m_.pd->reg_mr(m_.heap->base(), total, kAllAccess);
       create_ib_queues();
     } else if (m_.gpu_mode()) {
       m_.heap = detail::cuda_heap(total, s, ipc_);
