@@ -33,7 +33,10 @@
 //                                         (a put, an atomic, a get's bytes)    a failed one every barrier of every
 //                                                                              rank it reaches: kBarrierBroken
 //   abort, dead rank    kAborted          as for a timeout; nothing new starts every one returns kAborted at once,
-//                                                                              touching nothing (World::check says why)
+//                                                                              touching nothing (World::check says why);
+//                                                                              on the GPU a p2p operation the abort
+//                                                                              overtakes may still land (its abort
+//                                                                              word is read beside its stores)
 //   error CQE (ib)      kCompletionError  the failed WQE and those after it on that lane's later operations return
 //                                         its lane did not execute (the QP    the error; World::describe names QP,
 //                                         is in the error state)               WQE and syndrome

@@ -46,19 +46,41 @@ GV_HD GV_INLINE bool heap_offset(const Endpoint& ep, const void* p, std::size_t 
   return off >= ep.user_offset && off <= ep.heap_bytes && n <= ep.heap_bytes - off;
 }
 
-/// Whether the World raised this rank's abort word (Reserved::aborted): then every operation
-/// returns kAborted. One load of this rank's heap.
-GV_HD GV_INLINE bool aborted(const Endpoint& ep) {
-  return ep.heap != nullptr && load_word(&reinterpret_cast<const Reserved*>(ep.heap)->aborted) != 0;
+/// This rank's abort word (Reserved::aborted), nonzero once the World raised it: then every
+/// operation returns kAborted. One load of this rank's heap; the value is the caller's to test,
+/// so the load can be issued beside others and waited for once.
+GV_HD GV_INLINE std::uint32_t abort_word(const Endpoint& ep) {
+  return ep.heap != nullptr ? load_word(&reinterpret_cast<const Reserved*>(ep.heap)->aborted) : 0u;
+}
+GV_HD GV_INLINE bool aborted(const Endpoint& ep) { return abort_word(ep) != 0; }
+
+/// The checks of an operation on symmetric [dst, dst + n) at PE pe that need no memory: the PE
+/// and the heap range.
+GV_HD GV_INLINE Status find(const Endpoint& ep, const void* sym, std::size_t n, int pe, Route& peer,
+                            std::uint64_t& off) {
+  if (!route(ep, pe, peer)) return Status::kInvalidPe;
+  return heap_offset(ep, sym, n, off) ? Status::kOk : Status::kOutOfBounds;
 }
 
-/// The checks of an operation on symmetric [dst, dst + n) at PE pe: the PE, the heap range,
-/// then whether the World was aborted.
-GV_HD GV_INLINE Status locate(const Endpoint& ep, const void* sym, std::size_t n, int pe, Route& peer,
-                              std::uint64_t& off) {
-  if (!route(ep, pe, peer)) return Status::kInvalidPe;
-  if (!heap_offset(ep, sym, n, off)) return Status::kOutOfBounds;
-  return aborted(ep) ? Status::kAborted : Status::kOk;
+/// The abort word of an operation that stores through a direct route (p2p, self), read before
+/// its stores and tested after them (status()). On the GPU the load is one memory round trip
+/// that the stores need not wait for: the operation returns kAborted all the same, but one that
+/// an abort overtakes may have landed. On the host the word is tested at once (locate_deferred
+/// refuses), so nothing is touched there.
+struct AbortCheck {
+  std::uint32_t raised = 0;
+  GV_HD GV_INLINE Status status() const { return raised != 0 ? Status::kAborted : Status::kOk; }
+};
+
+/// find() and the abort word's load for an operation whose p2p stores follow; over ib (whose
+/// posting must not start after an abort) the word is tested at once.
+GV_HD GV_INLINE Status locate_deferred(const Endpoint& ep, const void* sym, std::size_t n, int pe, Route& peer,
+                                       std::uint64_t& off, AbortCheck& ab) {
+  const Status st = find(ep, sym, n, pe, peer, off);
+  if (st != Status::kOk) return st;
+  ab.raised = abort_word(ep);
+  if (!GV_DEVICE_PASS || peer.ib != nullptr) return ab.status();
+  return Status::kOk;
 }
 
 /// The checks of a wait on a word of this rank's heap: in the heap, naturally aligned, and the
@@ -188,14 +210,6 @@ inline constexpr bool is_atomic_int_v =
 template <class T>
 inline constexpr bool is_atomic_word_v = std::is_trivially_copyable_v<T> && (sizeof(T) == 4 || sizeof(T) == 8);
 
-/// The checks every remote atomic makes: PE, heap range, natural alignment.
-template <class T>
-GV_HD GV_INLINE Status locate_word(const Endpoint& ep, const T* target, int pe, Route& peer, std::uint64_t& off) {
-  const Status st = locate(ep, target, sizeof(T), pe, peer, off);
-  if (st != Status::kOk) return st;
-  return (reinterpret_cast<std::uintptr_t>(target) % sizeof(T)) == 0 ? Status::kOk : Status::kInvalidArgument;
-}
-
 /// A read-modify-write at PE pe: `native(ptr)` where the peer's word is in reach (p2p, self),
 /// else over ib (`f(old) -> new`; `op64` is the single verbs atomic that does it for an
 /// 8-byte word, kNop when there is none).
@@ -204,8 +218,10 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
                                   ib::WrOpcode op64, std::uint64_t compare_add, std::uint64_t swap) {
   Route peer;
   std::uint64_t off;
-  Status st = locate_word(ep, target, pe, peer, off);
+  AbortCheck ab;
+  Status st = locate_deferred(ep, target, sizeof(T), pe, peer, off, ab);
   if (st != Status::kOk) return st;
+  if (reinterpret_cast<std::uintptr_t>(target) % sizeof(T) != 0) return Status::kInvalidArgument;
   struct R {
     Status st;
     T old;
@@ -215,6 +231,7 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
     R out{Status::kOk, T{}};
     if (!peer.ib) {
       out.old = native(reinterpret_cast<T*>(peer.base + off));
+      out.st = ab.status();
       return out;
     }
     const IbLane& L = lane_for(*peer.ib, G::queue_hint());
@@ -241,12 +258,13 @@ GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std
   if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
   Route peer;
   std::uint64_t off;
-  const Status st = locate(ep, dst, bytes, pe, peer, off);
+  AbortCheck ab;
+  const Status st = locate_deferred(ep, dst, bytes, pe, peer, off, ab);
   if (st != Status::kOk) return st;
   if (!peer.ib) {
     group_copy<G>(peer.base + off, src, bytes);
     G::sync();  // every member has read its part: the caller may reuse the source
-    return Status::kOk;
+    return ab.status();
   }
   G::sync();  // the whole group's source bytes are written before the leader posts
   return on_leader<G>([&] {
@@ -263,12 +281,13 @@ GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std
   if (dst == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
   Route peer;
   std::uint64_t off;
-  Status st = locate(ep, src, bytes, pe, peer, off);
+  AbortCheck ab;
+  Status st = locate_deferred(ep, src, bytes, pe, peer, off, ab);
   if (st != Status::kOk) return st;
   if (!peer.ib) {
     group_copy<G>(dst, peer.base + off, bytes);
     G::sync();  // every member's part has arrived
-    return Status::kOk;
+    return ab.status();
   }
   st = on_leader<G>([&] {
     const IbLane& L = lane_for(*peer.ib, G::queue_hint());
@@ -286,8 +305,11 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
   if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
   Route peer;
   std::uint64_t off, sig_off;
-  Status st = locate(ep, dst, bytes, pe, peer, off);
+  Status st = find(ep, dst, bytes, pe, peer, off);
   if (st != Status::kOk) return st;
+  // Refused before anything moves on the host and over ib; on the GPU over p2p the abort word is
+  // read after the signal (below), since the release fence would wait for that load too.
+  if ((!GV_DEVICE_PASS || peer.ib != nullptr) && aborted(ep)) return Status::kAborted;
   if (!heap_offset(ep, sig, sizeof(*sig), sig_off)) return Status::kOutOfBounds;
   if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
   if (!peer.ib) {
@@ -298,7 +320,7 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
       if (op == SignalOp::kSet) signal_set_release(s, value);
       else signal_add_release(s, value);
     }
-    return Status::kOk;
+    return GV_DEVICE_PASS && aborted(ep) ? Status::kAborted : Status::kOk;  // see AbortCheck
   }
   G::sync();
   return on_leader<G>([&] {
@@ -335,12 +357,13 @@ GV_HD Status p(const Endpoint& ep, T* dst, T value, int pe) {
                 "rma::p moves one 1-, 2-, 4- or 8-byte value");
   detail::Route peer;
   std::uint64_t off;
-  const Status st = detail::locate(ep, dst, sizeof(T), pe, peer, off);
+  detail::AbortCheck ab;
+  const Status st = detail::locate_deferred(ep, dst, sizeof(T), pe, peer, off, ab);
   if (st != Status::kOk) return st;
   return detail::on_leader<G>([&] {
     if (!peer.ib) {
       detail::store_word(reinterpret_cast<T*>(peer.base + off), value);
-      return Status::kOk;
+      return ab.status();
     }
     const IbLane& L = detail::lane_for(*peer.ib, G::queue_hint());
     const ib::Sge sge{reinterpret_cast<std::uint64_t>(&value), sizeof(T), 0};
@@ -355,14 +378,18 @@ GV_HD Status g(const Endpoint& ep, const T* src, int pe, T& value) {
                 "rma::g moves one 1-, 2-, 4- or 8-byte value");
   detail::Route peer;
   std::uint64_t off;
-  const Status st = detail::locate(ep, src, sizeof(T), pe, peer, off);
+  detail::AbortCheck ab;
+  const Status st = detail::locate_deferred(ep, src, sizeof(T), pe, peer, off, ab);
   if (st != Status::kOk) return st;
   struct R {
     Status st;
     T v;
   };
   const R r = detail::on_leader<G>([&]() -> R {
-    if (!peer.ib) return R{Status::kOk, detail::load_word(reinterpret_cast<const T*>(peer.base + off))};
+    if (!peer.ib) {
+      const T v = detail::load_word(reinterpret_cast<const T*>(peer.base + off));
+      return R{ab.status(), v};
+    }
     const IbLane& L = detail::lane_for(*peer.ib, G::queue_hint());
     ib::SendWr wr = detail::make_write(peer.ib->remote_base + off, peer.ib->rkey, nullptr, false);
     wr.opcode = ib::WrOpcode::kRdmaRead;
@@ -399,7 +426,8 @@ template <class G>
 GV_HD Status signal(const Endpoint& ep, std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe) {
   detail::Route peer;
   std::uint64_t off;
-  const Status st = detail::locate(ep, sig, sizeof(*sig), pe, peer, off);
+  detail::AbortCheck ab;
+  const Status st = detail::locate_deferred(ep, sig, sizeof(*sig), pe, peer, off, ab);
   if (st != Status::kOk) return st;
   if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
   G::sync();
@@ -408,7 +436,7 @@ GV_HD Status signal(const Endpoint& ep, std::uint64_t* sig, std::uint64_t value,
       auto* s = reinterpret_cast<std::uint64_t*>(peer.base + off);
       if (op == SignalOp::kSet) detail::signal_set_release(s, value);
       else detail::signal_add_release(s, value);
-      return Status::kOk;
+      return ab.status();
     }
     detail::Posted posted;
     return detail::ib_signal(ep, *peer.ib, detail::lane_for(*peer.ib, G::queue_hint()), off, value, op, posted);
