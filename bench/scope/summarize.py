@@ -144,7 +144,10 @@ def main():
         if "latency_ns" in r.raw:
             p(f"| {r.family} {'2^%d B' % r.log2 if r.log2 else ''} | {r.get('latency_ns'):.0f} ns per dependent load |")
         elif "per_launch_ns" in r.raw:
-            p(f"| {r.family} | {r.get('per_launch_ns'):.0f} ns per launch on the GPU, back to back |")
+            how = ("from the device, each grid tail-launching the next" if "TailLaunch" in r.family else
+                   "from the device, fired and forgotten by one thread" if "FireAndForget" in r.family else
+                   "on the GPU, back to back")
+            p(f"| {r.family} | {r.get('per_launch_ns'):.0f} ns per launch {how} |")
         elif r.family.startswith("cudart_"):
             t = r.get("real_time")
             p(f"| {r.family} | {t:.2f} {r.get('time_unit')} host time per call |")
