@@ -170,14 +170,17 @@ def main():
     sq = {(r.family, r.args.get("posters")): r for r in method.values() if "SharedQueue" in r.family}
     if sq:
         p("Slot reservation, the library's pattern (reservations per µs):\n")
-        p("| posters | shared counter (kShared) | own queue each (kExclusive) | exclusive / shared |")
-        p("|---|---|---|---|")
+        p("| posters | shared counter (kShared) | kShared's longest wait for one slot | own queue each (kExclusive) | "
+          "exclusive / shared |")
+        p("|---|---|---|---|---|")
         for n in sorted({k[1] for k in sq}):
             s = sq.get(("AtomicRMW_SharedQueue_Shared", n))
             e = sq.get(("AtomicRMW_SharedQueue_Exclusive", n))
             sv = s.get("reservations_per_us") if s else None
             ev = e.get("reservations_per_us") if e else None
-            p(f"| {n} | {fmt(sv, 1)} | {fmt(ev, 1)} | {fmt(ev / sv if sv and ev else None, 1)} |")
+            wait = s.get("max_wait_us") if s and "max_wait_us" in s.raw else None
+            p(f"| {n} | {fmt(sv, 1)} | {fmt(wait, 0) + ' µs' if wait is not None else '—'} | {fmt(ev, 1)} | "
+              f"{fmt(ev / sv if sv and ev else None, 1)} |")
         p("")
 
     p("## What gpuverbs chooses, from these figures\n")
