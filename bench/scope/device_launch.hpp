@@ -36,9 +36,10 @@ cudaError_t launch_graph_chain_node(DeviceTally* t, std::uint32_t n, cudaStream_
 /// The one node of a child device graph: counts itself.
 cudaError_t launch_graph_child_node(DeviceTally* t, cudaStream_t s);
 
-/// The one node of a scheduler device graph: launches children[0..k) (k device graph
-/// executables in device memory) into cudaStreamGraphFireAndForget. A graph may fire and forget
-/// at most 120 graphs per launch; an executable runs once at a time, hence k of them.
+/// The one node of a scheduler graph (a host graph: device graphs are launched from the device
+/// only from within a graph): launches children[0..k) (k device graph executables in device
+/// memory) into cudaStreamGraphFireAndForget. A graph may fire and forget at most 120 graphs per
+/// launch, and a device graph cannot be launched from the device while it runs, hence k of them.
 cudaError_t launch_graph_scheduler_node(DeviceTally* t, const cudaGraphExec_t* children, std::uint32_t k,
                                         cudaStream_t s);
 

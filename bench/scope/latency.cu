@@ -180,8 +180,10 @@ class DeviceLaunches final : public Case {
       children_ = Buffer(Mem::kDevice, sizeof(cudaGraphExec_t) * kGraphFanOut, gpu);
       cuda_check(cudaMemcpy(children_.device(), graphs_.data(), children_.bytes(), cudaMemcpyHostToDevice),
                  "cudaMemcpy(children)");
+      // The launching graph is a host graph (device graphs may not use dynamic parallelism); the
+      // stream's launch of it completes once the children it fired have.
       const auto* kids = static_cast<const cudaGraphExec_t*>(children_.device());
-      graphs_.insert(graphs_.begin(), instantiate(gpu, cudaGraphInstantiateFlagDeviceLaunch, [t, kids](cudaStream_t s) {
+      graphs_.insert(graphs_.begin(), instantiate(gpu, 0, [t, kids](cudaStream_t s) {
                        return launch_graph_scheduler_node(t, kids, kGraphFanOut, s);
                      }));
     }
