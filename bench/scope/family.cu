@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "../common/stats.hpp"  // the benchmarks' one statistics helper
 #include "host_env.hpp"
 
 namespace gv::scope {
@@ -50,32 +51,35 @@ Cached& prepare(const std::string& key, const Where& w, const MakeCase& make, st
 }
 
 /// The method: every round held until enqueued (where the transfer allows), reps enqueues per
-/// round.
+/// round. Beside its plain row, more rounds after Google Benchmark's for the median (rounds.hpp).
 void run_method(benchmark::State& st, const std::string& key, const Where& w, const MakeCase& make, std::uint64_t size,
-                bool repeat) {
+                bool repeat, bool beside_plain) {
   try {
     NumaScope pin(w.numa);
     Cached& k = prepare(key, w, make, size);
     Case& c = *k.c;
     Timer& t = *k.t;
     const int reps = repeat ? reps_for(c.bytes(), c.max_reps()) : 1;
+    const auto round = [&](int i) {
+      for (int r = 0; r < reps; ++r) c.enqueue(i, t.stream(i));
+    };
+    const auto seconds = [&] {
+      c.before();
+      return (c.holdable() ? t.held(round) : t.plain(round)) / 1e3;
+    };
     std::vector<double> rounds;
     for (auto _ : st) {
-      c.before();
-      const auto round = [&](int i) {
-        for (int r = 0; r < reps; ++r) c.enqueue(i, t.stream(i));
-      };
-      const double ms = c.holdable() ? t.held(round) : t.plain(round);
-      st.SetIterationTime(ms / 1e3);
-      rounds.push_back(ms / 1e3);
+      rounds.push_back(seconds());
+      st.SetIterationTime(rounds.back());
     }
+    for (std::size_t n = median_rounds(rounds.size(), beside_plain); rounds.size() < n;) rounds.push_back(seconds());
     set_where(st, w, size);
     st.counters["reps"] = reps;
     st.counters["held"] = c.holdable() ? 1 : 0;
-    // Google Benchmark's time is the mean round; the median round (what the plain row reports)
-    // is kept beside it, and the family's own counters (latency, ops/µs) come from it.
-    std::sort(rounds.begin(), rounds.end());
-    const double med = rounds.empty() ? 0 : rounds[rounds.size() / 2];
+    st.counters["rounds"] = static_cast<double>(rounds.size());
+    // Google Benchmark's time is the mean of its rounds; the median round (what the plain row
+    // reports) is kept beside it, and the family's own counters (latency, ops/µs) come from it.
+    const double med = bench::summarize(rounds).typical;
     st.counters["round_median_us"] = med * 1e6;
     st.SetBytesProcessed(static_cast<std::int64_t>(st.iterations() * static_cast<std::uint64_t>(reps) * c.bytes()));
     if (med > 0) c.counters(st, med / reps);
@@ -98,8 +102,7 @@ void run_plain(benchmark::State& st, const std::string& key, const Where& w, con
       c.before();
       ms.push_back(t.plain(once));
     }
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2] / 1e3;
+    const double med = bench::summarize(ms).typical / 1e3;
     for (auto _ : st) st.SetIterationTime(med);
     set_where(st, w, size);
     st.counters["reps"] = 1;
@@ -113,10 +116,10 @@ void run_plain(benchmark::State& st, const std::string& key, const Where& w, con
 }  // namespace
 
 void run_case(benchmark::State& st, const std::string& row, const Where& w, const MakeCase& make, std::uint64_t size,
-              bool plain, bool repeat) {
+              bool plain, bool repeat, bool beside_plain) {
   const std::string key = row + "@" + std::to_string(size);
   if (plain) run_plain(st, key, w, make, size);
-  else run_method(st, key, w, make, size, repeat);
+  else run_method(st, key, w, make, size, repeat, beside_plain);
 }
 
 void release_cached() {
@@ -149,7 +152,9 @@ void add_sized(const Plan& plan, const std::string& family, const Where& w, cons
   hi = std::min(hi, plan.opt.log2_hi);
   if (lo > hi) return;
   const std::string name = row_name(family, w), pname = row_name("Plain_" + family, w);
-  const auto method = [=](benchmark::State& st) { run_case(st, name, w, make, std::uint64_t{1} << st.range(0), false, true); };
+  const auto method = [=](benchmark::State& st) {
+    run_case(st, name, w, make, std::uint64_t{1} << st.range(0), false, true, st.range(0) == hi);
+  };
   std::vector<int> sizes;
   for (int k = lo; k <= hi; k += plan.opt.log2_step) sizes.push_back(k);
   if (sizes.back() != hi) sizes.push_back(hi);  // the plateau size is always measured
@@ -176,7 +181,7 @@ void add_sized(const Plan& plan, const std::string& family, const Where& w, cons
 void add_single(const Plan& plan, const std::string& name, const Where& w, const MakeCase& make, bool plain) {
   const std::string row = row_name(name, w), prow = row_name("Plain_" + name, w);
   common(plan, benchmark::RegisterBenchmark(row.c_str(), [=](benchmark::State& st) {
-    run_case(st, row, w, make, 0, false, false);
+    run_case(st, row, w, make, 0, false, false, plain);
   }));
   if (plain)
     common(plan, benchmark::RegisterBenchmark(prow.c_str(), [=](benchmark::State& st) {

@@ -13,10 +13,9 @@
 
 #include "gpu.hpp"
 #include "options.hpp"
+#include "rounds.hpp"
 
 namespace gv::scope {
-
-inline constexpr int kPlainRuns = 11;
 
 /// One transfer at one size, set up and verified once.
 class Case {
@@ -65,9 +64,12 @@ struct Plan {
 /// Runs one row: the method (plain = false: every round held until enqueued; `repeat`: several
 /// enqueues a round for small sizes) or the plain measurement. Errors become SkipWithError.
 /// `row` names the row (with its arguments) so a Case set up for it is kept while Google
-/// Benchmark reruns the row; release_cached() frees the last one before CUDA shuts down.
+/// Benchmark reruns the row; release_cached() frees the last one before CUDA shuts down. A plain
+/// row reuses its method row's Case (the same buffers) when it runs right after the method row
+/// at the same size, so register the plain row's arguments last. `beside_plain`: a method row
+/// at its plain row's arguments: its median round is taken over at least kPlainRuns rounds.
 void run_case(benchmark::State& st, const std::string& row, const Where& w, const MakeCase& make, std::uint64_t size,
-              bool plain, bool repeat);
+              bool plain, bool repeat, bool beside_plain = false);
 void release_cached();
 
 /// Registers the method rows of `family` over the plan's sizes (clamped to [lo, hi]) and its

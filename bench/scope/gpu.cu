@@ -235,11 +235,4 @@ double Timer::plain(const std::function<void(int)>& work) {
   return span();
 }
 
-double plain_median(Timer& t, int k, const std::function<void(int)>& work) {
-  std::vector<double> v;
-  for (int i = 0; i < k; ++i) v.push_back(t.plain(work));
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace gv::scope

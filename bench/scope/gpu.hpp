@@ -89,7 +89,4 @@ class Timer {
   std::uint32_t* timed_out_ = nullptr; ///< mapped: set by a hold kernel whose budget ran out
 };
 
-/// Median of `k` plain() runs: the plain row's figure.
-double plain_median(Timer& t, int k, const std::function<void(int)>& work);
-
 }  // namespace gv::scope

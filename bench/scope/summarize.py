@@ -74,10 +74,13 @@ def main():
     p("## Each family beside the plain measurement and the limit\n")
     p("Method: Google Benchmark rows, the stream held behind a spinning kernel until the timed region is enqueued "
       "(nvbandwidth), several enqueues per region below 4 MiB. Plain: the same transfer with CUDA events right around "
-      "one enqueue, median of 11, outside Google Benchmark. Both at the family's largest size; the method's figure "
-      "is its median round where the row reports one (round_median_us), else Google Benchmark's mean.\n")
-    p("| family | size | method GB/s | plain GB/s | method/plain | limit GB/s | of limit |")
-    p("|---|---|---|---|---|---|---|")
+      "one enqueue, median of 11, outside Google Benchmark. Both at the family's largest size, on the same buffers; "
+      "the method's figure is its median round where the row reports one (round_median_us; over at least 11 rounds "
+      "where the row counts them), else Google Benchmark's mean. Rounds: how many the method's median is over, and "
+      "whether they were held (pageable copies cannot be: the copy call stages through the host, so their method is "
+      "the plain measurement repeated and the ratio shows only how well it reproduces).\n")
+    p("| family | size | method GB/s | plain GB/s | method/plain | limit GB/s | of limit | rounds |")
+    p("|---|---|---|---|---|---|---|---|")
     worst = []
     for pr in sorted(plain, key=lambda r: r.family):
         m = method.get(pr.key())
@@ -106,16 +109,19 @@ def main():
             lim = hbm_copy
         size = (f"2^{pr.log2} B" if pr.log2 is not None else
                 ", ".join(f"{k} {v}" for k, v in pr.args.items()) or "—")
+        n = m.get("rounds")
+        rounds = (f"{n:.0f}" if n else "—") + ("" if m.get("held") is None else " held" if m.get("held") else " not held")
         if unit == "GB/s":
             p(f"| {fam} | {size} | {mv:.2f} | {pv:.2f} | {fmt(ratio, 3)} | {fmt(lim)} | "
-              f"{fmt(mv / lim if lim else None, 2)} |")
+              f"{fmt(mv / lim if lim else None, 2)} | {rounds} |")
         elif unit == "ops/µs":
-            p(f"| {fam} | {size} | {mv:.0f} ops/µs | {pv:.0f} ops/µs | {fmt(ratio, 3)} | — | — |")
+            p(f"| {fam} | {size} | {mv:.0f} ops/µs | {pv:.0f} ops/µs | {fmt(ratio, 3)} | — | — | {rounds} |")
         elif unit == "1/latency":
-            p(f"| {fam} | {size} | {m.get('latency_ns'):.0f} ns | {pr.get('latency_ns'):.0f} ns | {fmt(ratio, 3)} | — | — |")
+            p(f"| {fam} | {size} | {m.get('latency_ns'):.0f} ns | {pr.get('latency_ns'):.0f} ns | {fmt(ratio, 3)} | — | — | "
+              f"{rounds} |")
         else:
             p(f"| {fam} | — | {m.get('per_launch_ns'):.0f} ns/launch | {pr.get('per_launch_ns'):.0f} ns/launch | "
-              f"{fmt(ratio, 3)} | — | — |")
+              f"{fmt(ratio, 3)} | — | — | {rounds} |")
         if ratio is not None:
             worst.append((ratio, fam, size))
     p("")
@@ -144,7 +150,10 @@ def main():
         if "latency_ns" in r.raw:
             p(f"| {r.family} {'2^%d B' % r.log2 if r.log2 else ''} | {r.get('latency_ns'):.0f} ns per dependent load |")
         elif "per_launch_ns" in r.raw:
-            p(f"| {r.family} | {r.get('per_launch_ns'):.0f} ns per launch on the GPU, back to back |")
+            how = ("from the device, each grid tail-launching the next" if "TailLaunch" in r.family else
+                   "from the device, fired and forgotten by one thread" if "FireAndForget" in r.family else
+                   "on the GPU, back to back")
+            p(f"| {r.family} | {r.get('per_launch_ns'):.0f} ns per launch {how} |")
         elif r.family.startswith("cudart_"):
             t = r.get("real_time")
             p(f"| {r.family} | {t:.2f} {r.get('time_unit')} host time per call |")
@@ -167,14 +176,17 @@ def main():
     sq = {(r.family, r.args.get("posters")): r for r in method.values() if "SharedQueue" in r.family}
     if sq:
         p("Slot reservation, the library's pattern (reservations per µs):\n")
-        p("| posters | shared counter (kShared) | own queue each (kExclusive) | exclusive / shared |")
-        p("|---|---|---|---|")
+        p("| posters | shared counter (kShared) | kShared's longest wait for one slot | own queue each (kExclusive) | "
+          "exclusive / shared |")
+        p("|---|---|---|---|---|")
         for n in sorted({k[1] for k in sq}):
             s = sq.get(("AtomicRMW_SharedQueue_Shared", n))
             e = sq.get(("AtomicRMW_SharedQueue_Exclusive", n))
             sv = s.get("reservations_per_us") if s else None
             ev = e.get("reservations_per_us") if e else None
-            p(f"| {n} | {fmt(sv, 1)} | {fmt(ev, 1)} | {fmt(ev / sv if sv and ev else None, 1)} |")
+            wait = s.get("max_wait_us") if s and "max_wait_us" in s.raw else None
+            p(f"| {n} | {fmt(sv, 1)} | {fmt(wait, 0) + ' µs' if wait is not None else '—'} | {fmt(ev, 1)} | "
+              f"{fmt(ev / sv if sv and ev else None, 1)} |")
         p("")
 
     p("## What gpuverbs chooses, from these figures\n")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """gv_scope on a GPU, every family at one size (1 MiB; latency chains and atomics at one
 point each), under a time limit: every row must run (each verifies its data: copy checksums,
-zero-copy words, page touches, the pointer chase's end, every atomic word against the host) and
+zero-copy words, page touches, the pointer chase's end, every grid a device-side launch made,
+every atomic word against the host) and
 report sane figures. Exit 77 (skip) without a GPU.
 
     scope_smoke.py <gv_scope> <gv_has_gpu> [OUT.json]
@@ -14,6 +15,8 @@ import tempfile
 
 FAMILIES = ["cudaMemcpyAsync_", "ZeroCopy_", "UM_Demand_", "UM_Prefetch_", "UM_Latency_", "Latency_GPU",
             "Latency_Pinned", "cudart_kernel", "cudart_cudaGraphLaunch", "cudart_cudaStreamSynchronize",
+            "cudart_kernel_TailLaunch_Device", "cudart_kernel_FireAndForget_Device",
+            "cudart_cudaGraphLaunch_TailLaunch_Device", "cudart_cudaGraphLaunch_FireAndForget_Device",
             "AtomicRMW_FetchAdd_", "AtomicRMW_FetchAddUsed_", "AtomicRMW_CAS_", "AtomicRMW_Exch_", "AtomicRMW_Min_",
             "AtomicRMW_Max_", "AtomicRMW_SharedQueue_Shared", "AtomicRMW_SharedQueue_Exclusive"]
 # Sized families at 2^20 B, plain rows included; atomics: every op and pattern at device and
@@ -59,7 +62,8 @@ def main():
             bad.append(f"{name}: latency {r['latency_ns']:.1f} ns")
         if "ops_per_us" in r and not 1 < r["ops_per_us"] < 1e8:
             bad.append(f"{name}: {r['ops_per_us']:.3g} atomic ops/us")
-        if "per_launch_ns" in r and not 100 < r["per_launch_ns"] < 1e6:
+        # Fire-and-forget launches overlap (one thread issues, the children run as they come).
+        if "per_launch_ns" in r and not (10 if "FireAndForget" in name else 100) < r["per_launch_ns"] < 1e6:
             bad.append(f"{name}: {r['per_launch_ns']:.1f} ns per launch")
     missing = [f for f, n in seen.items() if n == 0]
     print(f"{len(rows)} rows; families: " + ", ".join(f"{f}{n}" for f, n in seen.items()))

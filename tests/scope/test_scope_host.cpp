@@ -21,6 +21,7 @@
 #include "host_env.hpp"
 #include "numa.hpp"
 #include "options.hpp"
+#include "rounds.hpp"
 
 namespace gs = gv::scope;
 
@@ -150,6 +151,19 @@ TEST(ScopePatterns, HostReferenceCatchesAWrongWord) {
       w[1] = 9;  // a padding word: never touched by a correct run
       EXPECT_EQ(gs::check_rmw(o, pat, w.data(), n, c, p, iters, gs::rmw_init(o)), 1) << gs::op_name(o);
     }
+}
+
+TEST(ScopeRounds, BesideItsPlainRowAMethodMedianIsOverAnOddCountOfAtLeastThePlainRuns) {
+  // Two long rounds: sorted[1] would be the slower one; 11 rounds, like the plain row's median.
+  EXPECT_EQ(gs::median_rounds(2, true), 11u);
+  EXPECT_EQ(gs::median_rounds(1, true), 11u);
+  EXPECT_EQ(gs::median_rounds(11, true), 11u);
+  EXPECT_EQ(gs::median_rounds(12, true), 13u);
+  EXPECT_EQ(gs::median_rounds(67, true), 67u);
+  static_assert(gs::kPlainRuns % 2 == 1, "the plain row's median is a true median");
+  // Rows without a plain row keep what Google Benchmark ran.
+  EXPECT_EQ(gs::median_rounds(2, false), 2u);
+  EXPECT_EQ(gs::median_rounds(0, false), 0u);
 }
 
 TEST(ScopeFlush, EveryLineOfAnUnalignedRangeAndTheDataKept) {
