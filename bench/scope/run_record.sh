@@ -4,7 +4,8 @@
 # memory, latency and launch; Atomic-RMW), each to its own JSON under a time limit (LIMIT_S
 # seconds each, default 300) so one slow part cannot lose the others; then nvidia-smi -q, the
 # markdown summary and, where matplotlib is installed, the PNGs. Extra arguments go to every part
-# (e.g. --cuda 1).
+# (e.g. --cuda 1). GV_SCOPE_PARTS (e.g. "copies atomics") runs only those parts, for a record
+# taken in more than one sitting: summarize.py and plot.py then take every part's JSON.
 set -uo pipefail
 if [[ $# -lt 2 || $1 == -h || $1 == --help ]]; then
   sed -n '2,7p' "$0"; exit 2
@@ -18,6 +19,7 @@ nvidia-smi -q > "$out/nvidia-smi-q.txt" 2>&1 || echo "nvidia-smi -q failed" >&2
 jsons=()
 for ((i = 0; i < ${#parts[@]}; i += 2)); do
   name=${parts[i]} filter=${parts[i + 1]}
+  [[ -n ${GV_SCOPE_PARTS:-} && " $GV_SCOPE_PARTS " != *" $name "* ]] && continue
   t0=$SECONDS
   timeout -k 5 "$limit" stdbuf -oL "$bin" "$@" --benchmark_filter="$filter" --benchmark_out="$out/scope-$name.json" \
     --benchmark_out_format=json > "$out/scope-$name.log" 2>&1

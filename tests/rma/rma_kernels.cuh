@@ -219,6 +219,28 @@ __global__ void bad_input(__grid_constant__ const rma::Endpoint ep, std::byte* b
                                                         std::uint64_t{12345}));  // budget: kTimeout
 }
 
+/// After World::abort(): each operation's status, in a fixed order (see the test). The target
+/// PE is `pe`; `local` is a buffer of this rank's heap.
+__global__ void after_abort(__grid_constant__ const rma::Endpoint ep, std::byte* buf, std::byte* local, int pe,
+                            std::uint32_t* out) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  auto* word = reinterpret_cast<std::uint64_t*>(buf);
+  std::uint64_t old = 0;
+  int i = 0;
+  out[i++] = static_cast<std::uint32_t>(rma::p(ep, word, std::uint64_t{1}, pe));
+  out[i++] = static_cast<std::uint32_t>(rma::put(ep, buf + 64, local, 64, pe));
+  out[i++] = static_cast<std::uint32_t>(rma::put_nbi(ep, buf + 64, local, 64, pe));
+  out[i++] = static_cast<std::uint32_t>(rma::get(ep, local, buf + 64, 64, pe));
+  out[i++] = static_cast<std::uint32_t>(rma::put_signal(ep, buf + 64, local, 64, word, 1, rma::SignalOp::kAdd, pe));
+  out[i++] = static_cast<std::uint32_t>(rma::signal(ep, word, 1, rma::SignalOp::kSet, pe));
+  out[i++] = static_cast<std::uint32_t>(rma::fetch_add(ep, word, std::uint64_t{1}, pe, old));
+  out[i++] = static_cast<std::uint32_t>(rma::compare_swap(ep, word, std::uint64_t{0}, std::uint64_t{1}, pe, old));
+  out[i++] = static_cast<std::uint32_t>(rma::put_ll(ep, buf + 256, local, 8, 1, pe));
+  out[i++] = static_cast<std::uint32_t>(rma::wait_until(ep, word, rma::Cmp::kGe, std::uint64_t{0}));
+  out[i++] = static_cast<std::uint32_t>(rma::fence(ep));
+  out[i++] = static_cast<std::uint32_t>(rma::quiet(ep));
+}
+
 /// A random soak: each thread issues `ops` random operations to random ranks: add (values
 /// tallied per (thread, target)), put_signal of 64 bytes counted by a signal per source rank.
 __global__ void soak(__grid_constant__ const rma::Endpoint ep, std::uint64_t* counters, std::uint64_t* arrivals,

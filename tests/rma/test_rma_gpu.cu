@@ -301,6 +301,24 @@ TEST_P(RmaGpu, BadInputGetsAStatus) {
   EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{kPoison}; }));
 }
 
+// World::abort(): every GPU operation of that rank returns kAborted, to itself and to a peer. A
+// p2p operation the abort overtakes may land (rma.hpp), so only the status is checked here; the
+// host ranks' test (RmaFaults.AfterAbort...) checks that nothing is touched there.
+TEST_P(RmaGpu, AfterAbortEveryOperationReturnsAborted) {
+  auto buf = alloc<std::byte>(1024), local = alloc<std::byte>(64);
+  world(0).abort();
+  for (const int pe : {0, 1}) {
+    poison(st(0), 64, 0);
+    on_ranks([&](int r) {
+      if (r == 0) after_abort<<<1, 32, 0, stream(r)>>>(ep(r), buf[0], local[0], pe, st(r));
+    });
+    const auto s = read(st(0), 12, 0);
+    for (int i = 0; i < 12; ++i)
+      EXPECT_EQ(static_cast<Status>(s[static_cast<std::size_t>(i)]), Status::kAborted)
+          << "operation " << i << " to PE " << pe << ": " << gv::to_string(static_cast<Status>(s[static_cast<std::size_t>(i)]));
+  }
+}
+
 TEST_P(RmaGpu, RandomSoakIsExactlyOnce) {
   constexpr int kBlocks = 4, kThreads = 128;
   const int ops = 1'000'000 / (kBlocks * kThreads * n()) + 1;  // 1e6 operations over all ranks
