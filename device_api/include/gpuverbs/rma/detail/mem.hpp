@@ -105,8 +105,7 @@ GV_HD GV_INLINE void signal_add_release(std::uint64_t* p, std::uint64_t v) {
 /// Remote atomics on 4- and 8-byte integers, relaxed (NVSHMEM's atomics order nothing else).
 /// On the GPU they name the global space (a peer's heap, mapped here, is global memory): a
 /// generic-address ATOM carries a predicate that the next branch waits on, so whatever followed
-/// it (the abort word's load) waited for the atomic's whole round trip first (ncu, H200: 0.54 us
-/// a fetch_add against a raw chain's 0.27).
+/// it (the abort word's load) waited for the atomic's whole round trip first (ncu on an H200).
 #if GV_DEVICE_PASS
 template <class T>
 __device__ GV_INLINE std::uint64_t global_address(const T* p) {

@@ -67,8 +67,8 @@ GV_HD GV_INLINE Status find(const Endpoint& ep, const void* sym, std::size_t n, 
 /// over p2p it is read after the operation's own accesses (abort_after), so its round trip
 /// overlaps theirs instead of preceding them: the operation returns kAborted all the same, but
 /// one that an abort overtakes may have landed. (Loaded here and tested later, the compiler
-/// placed the test before the accesses, and the accesses waited for the load: 0.4 us more per
-/// fetch_add on an H100.)
+/// placed the test before the accesses, which then waited for the load: ncu found the stall
+/// there.)
 GV_HD GV_INLINE Status locate_p2p_later(const Endpoint& ep, const void* sym, std::size_t n, int pe, Route& peer,
                                         std::uint64_t& off) {
   const Status st = find(ep, sym, n, pe, peer, off);
