@@ -208,8 +208,7 @@ class Hca {
       progressed = true;
       v.rnr_active = 0;
       v.sq_head += w.nbb;
-      if (e == Exec::kFailed) {
-        set_qp_error(q);
+      if (e == Exec::kFailed) {  // finish() put the QP in error
         keeps = false;
         break;
       }
@@ -237,12 +236,15 @@ class Hca {
   }
 
   /// Complete the WQE at sq_head: success CQE if signaled, error CQE always. The data moved
-  /// so far is settled (visible to its observers) before a CQE.
+  /// so far is settled (visible to its observers) before a CQE. A failed WQE puts its QP in the
+  /// error state before its CQE is written, so whoever polls that CQE finds the QP in error, as
+  /// on a ConnectX (the other order let a fast poller see the QP still in RTS).
   GV_HD GV_INLINE static Exec finish(Env& env, QpVisit& q, const ParsedWqe& w, std::uint8_t syndrome) {
     const Arena& a = env.own();
     const auto idx = static_cast<std::uint16_t>(q.sq_head);
     if (const std::uint8_t fault = env.take_fault(); syndrome == 0) syndrome = fault;
     if (syndrome != 0) {
+      set_qp_error(*q.ctx);
       env.settle();
       push_cqe(a, q.send_cq, ib::make_err_cqe(true, q.qpn, w.opcode, idx, syndrome), env.scope(a));
       return Exec::kFailed;
