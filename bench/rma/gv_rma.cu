@@ -6,7 +6,8 @@
 // not a link figure). Rows, each over the transports asked for (p2p, ib):
 //   p           ping-pong of one 8-byte value (p + wait_until on the same word)
 //   put_signal  ping-pong of put_signal (signal set) + wait_until, thread/warp/block scope
-//   ll          ping-pong of put_ll + wait_ll (flag-in-data words), thread/warp/block scope
+//   ll          ping-pong of put_ll + wait_ll (flag-in-data words), thread/warp/block scope; and
+//               ll_channel, the same through an LlChannel opened once per kernel
 //   put         one-sided: put + quiet, per operation
 //   get         one-sided: get, per operation
 //   fetch_add / compare_swap   round trips whose next operand depends on the fetched value
@@ -53,39 +54,47 @@ using gv::bench::settle;
 using gv::bench::Timing;
 
 template <class G, int kOp>
-__device__ __forceinline__ Status send(const Endpoint& ep, std::byte* buf, const std::byte* src, std::size_t bytes,
-                                       std::uint64_t* sig, std::uint64_t i, int peer) {
+__device__ __forceinline__ Status send(const Endpoint& ep, rma::LlChannel<G>& ch, std::byte* buf, const std::byte* src,
+                                       std::size_t bytes, std::uint64_t* sig, std::uint64_t i, int peer) {
   if constexpr (kOp == 0) return rma::p<G>(ep, sig, i, peer);
+  else if constexpr (kOp == 3) return ch.put(src, bytes, static_cast<std::uint32_t>(i));
   else if constexpr (kOp == 2) return rma::put_ll<G>(ep, buf, src, bytes, static_cast<std::uint32_t>(i), peer);
   else return rma::put_signal<G>(ep, buf, src, bytes, sig, i, rma::SignalOp::kSet, peer);
 }
 
 /// The wait that ends a half round trip: wait_ll of round i into `out` (op 2), else the signal.
 template <class G, int kOp>
-__device__ __forceinline__ Status receive(const Endpoint& ep, const std::byte* buf, std::byte* out, std::size_t bytes,
-                                          const std::uint64_t* sig, std::uint64_t i) {
-  if constexpr (kOp == 2) return rma::wait_ll<G>(ep, buf, bytes, static_cast<std::uint32_t>(i), out);
+__device__ __forceinline__ Status receive(const Endpoint& ep, rma::LlChannel<G>& ch, const std::byte* buf, std::byte* out,
+                                          std::size_t bytes, const std::uint64_t* sig, std::uint64_t i) {
+  if constexpr (kOp == 3) return ch.wait(out, bytes, static_cast<std::uint32_t>(i));
+  else if constexpr (kOp == 2) return rma::wait_ll<G>(ep, buf, bytes, static_cast<std::uint32_t>(i), out);
   else return rma::wait_until<G>(ep, sig, rma::Cmp::kGe, i);
 }
 
 /// Ping-pong between ranks 0 and 1: op 0 = p of the round number, op 1 = put_signal, op 2 =
-/// put_ll of `bytes` into the LL buffer `buf` (wait_ll copies the reply to `out`).
+/// put_ll of `bytes` into the LL buffer `buf` (wait_ll copies the reply to `out`), op 3 = op 2
+/// through an LlChannel opened before the loop.
 template <class G, int kOp>
 __global__ void pingpong(__grid_constant__ const Endpoint ep, std::byte* buf, const std::byte* src, std::byte* out,
                          std::size_t bytes, std::uint64_t* sig, int warmup, int iters, std::uint64_t* cycles,
                          Timing* timing, std::uint32_t* st) {
   const int rank = static_cast<int>(ep.rank), peer = 1 - rank;
   LoopClock clock{warmup, cycles, rank == 0 && G::index() == 0};
+  rma::LlChannel<G> ch;
+  if (const Status s = kOp == 3 ? ch.open(ep, buf, bytes, peer, peer) : Status::kOk; s != Status::kOk) {
+    if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
+    return;
+  }
   for (int i = 1; i <= warmup + iters; ++i) {
     clock.begin(i);
     const auto round = static_cast<std::uint64_t>(i);
     Status s;
     if (rank == 0) {
-      s = send<G, kOp>(ep, buf, src, bytes, sig, round, peer);
-      if (s == Status::kOk) s = receive<G, kOp>(ep, buf, out, bytes, sig, round);
+      s = send<G, kOp>(ep, ch, buf, src, bytes, sig, round, peer);
+      if (s == Status::kOk) s = receive<G, kOp>(ep, ch, buf, out, bytes, sig, round);
     } else {
-      s = receive<G, kOp>(ep, buf, out, bytes, sig, round);
-      if (s == Status::kOk) s = send<G, kOp>(ep, buf, src, bytes, sig, round, peer);
+      s = receive<G, kOp>(ep, ch, buf, out, bytes, sig, round);
+      if (s == Status::kOk) s = send<G, kOp>(ep, ch, buf, src, bytes, sig, round, peer);
     }
     if (s != Status::kOk) {
       if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
@@ -431,8 +440,9 @@ void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t ma
   }
 }
 
-template <class G>
+template <class G, int kOp = 2>
 void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
+  const char* test = kOp == 3 ? "ll_channel" : "ll";
   for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
     const int iters = iters_for(o, bytes), warmup = std::max(10, iters / 10);
     p.reset();
@@ -445,12 +455,12 @@ void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
     }
     for (int r : {1, 0}) {
       p.on(r);
-      pingpong<G, 2><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], p.buf[r] + box, bytes, p.sig[r], warmup,
+      pingpong<G, kOp><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], p.buf[r] + box, bytes, p.sig[r], warmup,
                                                          iters, p.cycles, p.timing, p.st[r]);
       GV_BENCH_CUDA(cudaGetLastError());
     }
-    if (!p.finish("ll")) continue;
-    emit_latency("ll", scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
+    if (!p.finish(test)) continue;
+    emit_latency(test, scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
   }
 }
 
@@ -719,6 +729,9 @@ int main(int argc, char** argv) try {
         run_ll<rma::Thread>(o, p, "thread", std::min<std::size_t>(o.max_bytes, 4096));
         run_ll<rma::Warp>(o, p, "warp", std::min<std::size_t>(o.max_bytes, 4096));
         run_ll<rma::Block>(o, p, "block", std::min<std::size_t>(o.max_bytes, 4096));
+        run_ll<rma::Thread, 3>(o, p, "thread", std::min<std::size_t>(o.max_bytes, 4096));
+        run_ll<rma::Warp, 3>(o, p, "warp", std::min<std::size_t>(o.max_bytes, 4096));
+        run_ll<rma::Block, 3>(o, p, "block", std::min<std::size_t>(o.max_bytes, 4096));
       }
       if (wants(o, "put")) {
         run_one_sided<rma::Thread>(o, p, 0, "thread", std::min<std::size_t>(o.max_bytes, 65536));

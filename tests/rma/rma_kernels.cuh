@@ -106,8 +106,9 @@ __global__ void atomics_exactly_once(__grid_constant__ const rma::Endpoint ep, s
 /// LL rounds around the ring, block b to block b: every size 0..max_bytes with the source and the
 /// destination each at every offset 0..7. Each round: fill the source, put_ll to the next rank,
 /// wait_ll from the one before into a poisoned destination, check every byte there (the message
-/// and the poison around it) on the device. `errors[0]` counts wrong bytes.
-template <class G>
+/// and the poison around it) on the device. `errors[0]` counts wrong bytes. kChannel: the same
+/// rounds through one LlChannel per block, opened once.
+template <class G, bool kChannel = false>
 __global__ void ll_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* box, std::byte* src, std::byte* out,
                           std::size_t max_bytes, std::uint32_t* st, std::uint32_t* errors) {
   const int to = static_cast<int>((ep.rank + 1) % ep.size), from = static_cast<int>((ep.rank + ep.size - 1) % ep.size);
@@ -116,6 +117,14 @@ __global__ void ll_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* b
   std::byte* s = src + blockIdx.x * span;
   std::byte* o = out + blockIdx.x * span;
   std::uint32_t round = 0;
+  rma::LlChannel<G> ch;
+  if constexpr (kChannel) {
+    const gv::Status r = ch.open(ep, mine, max_bytes, to, from);
+    if (r != gv::Status::kOk) {
+      if (G::index() == 0) atomicMax(st, static_cast<std::uint32_t>(r));
+      return;
+    }
+  }
   for (std::size_t bytes = 0; bytes <= max_bytes; ++bytes) {
     for (unsigned a = 0; a < 8; ++a) {
       ++round;
@@ -124,8 +133,14 @@ __global__ void ll_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* b
       for (std::size_t i = G::index(); i < bytes; i += G::count()) s[so + i] = static_cast<std::byte>(pattern_byte(seed, i));
       for (std::size_t i = G::index(); i < span; i += G::count()) o[i] = static_cast<std::byte>(kPoison);
       G::sync();
-      gv::Status r = rma::put_ll<G>(ep, mine, s + so, bytes, round, to);
-      if (r == gv::Status::kOk) r = rma::wait_ll<G>(ep, mine, bytes, round, o + oo);
+      gv::Status r;
+      if constexpr (kChannel) {
+        r = ch.put(s + so, bytes, round);
+        if (r == gv::Status::kOk) r = ch.wait(o + oo, bytes, round);
+      } else {
+        r = rma::put_ll<G>(ep, mine, s + so, bytes, round, to);
+        if (r == gv::Status::kOk) r = rma::wait_ll<G>(ep, mine, bytes, round, o + oo);
+      }
       if (r != gv::Status::kOk) {
         if (G::index() == 0) atomicMax(st, static_cast<std::uint32_t>(r));
         return;

@@ -352,7 +352,7 @@ TEST_P(RmaGpu, RandomSoakIsExactlyOnce) {
 }
 
 namespace {
-template <class G>
+template <class G, bool kChannel = false>
 void ll_every_size(RmaGpu& t, unsigned threads) {
   constexpr unsigned kBlocks = 4;
   constexpr std::size_t kMax = 300;  // past one batch of a thread (64 B) and one word per thread of a block
@@ -362,10 +362,10 @@ void ll_every_size(RmaGpu& t, unsigned threads) {
   auto errors = t.alloc<std::uint32_t>(1);
   t.on_ranks([&](int r) {
     const auto R = static_cast<std::size_t>(r);
-    ll_rounds<G><<<kBlocks, threads, 0, t.stream(r)>>>(t.ep(r), box[R], src[R], out[R], kMax, t.st(r), errors[R]);
+    ll_rounds<G, kChannel><<<kBlocks, threads, 0, t.stream(r)>>>(t.ep(r), box[R], src[R], out[R], kMax, t.st(r), errors[R]);
   });
   t.finish_all();
-  t.expect_ok("put_ll/wait_ll");
+  t.expect_ok(kChannel ? "LlChannel put/wait" : "put_ll/wait_ll");
   for (int r = 0; r < t.n(); ++r)
     EXPECT_EQ(t.read(errors[static_cast<std::size_t>(r)], 1, r)[0], 0u) << "rank " << r << ", " << threads << " threads a group";
 }
@@ -377,6 +377,13 @@ TEST_P(RmaGpu, LlEverySizeAtEveryAlignmentAndScope) {
   ll_every_size<gv::rma::Thread>(*this, 1);
   ll_every_size<gv::rma::Warp>(*this, 32);
   ll_every_size<gv::rma::Block>(*this, 256);
+}
+
+// The same rounds through an LlChannel per block (opened once, credit read with the polls).
+TEST_P(RmaGpu, LlChannelEverySizeAtEveryAlignmentAndScope) {
+  ll_every_size<gv::rma::Thread, true>(*this, 1);
+  ll_every_size<gv::rma::Warp, true>(*this, 32);
+  ll_every_size<gv::rma::Block, true>(*this, 256);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, RmaGpu,

@@ -129,6 +129,125 @@ TEST_P(RmaLlHost, BadInputIsRefusedAndSendsNothing) {
   }
 }
 
+// The same ring through an LlChannel per rank (sending to the next, receiving from the one
+// before), after rounds of put_ll/wait_ll on the same buffer: the channel carries on from their
+// sent and credit words, and put_ll/wait_ll carry on after the channel.
+TEST_P(RmaLlHost, ChannelEverySizeAtEveryAlignmentAroundARingAfterStatelessRounds) {
+  constexpr std::size_t kMax = 41;
+  auto box = alloc<std::byte>(rma::ll_bytes(kMax));
+  auto src = alloc<std::byte>(kMax + 16), out = alloc<std::byte>(kMax + 16);
+  on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    const int to = (r + 1) % n(), from = (r + n() - 1) % n();
+    std::uint32_t round = 0;
+    auto one = [&](std::size_t bytes, unsigned align, auto&& put, auto&& wait) {
+      ++round;
+      const std::size_t so = align, oo = (align * 5 + bytes) % 8;
+      fill(src[R] + so, bytes, seed_of(r, round));
+      std::memset(out[R], kPoison, kMax + 16);
+      ASSERT_EQ(put(src[R] + so, bytes, round), Status::kOk) << bytes << " B round " << round;
+      ASSERT_EQ(wait(out[R] + oo, bytes, round), Status::kOk) << bytes << " B round " << round;
+      ASSERT_EQ(first_wrong(out[R] + oo, bytes, seed_of(from, round)), bytes)
+          << bytes << " bytes, source offset " << so << ", destination offset " << oo << ", rank " << r;
+      ASSERT_EQ(first_not(out[R], oo, kPoison), oo) << "bytes before the destination changed";
+      ASSERT_EQ(first_not(out[R] + oo + bytes, kMax + 16 - oo - bytes, kPoison), kMax + 16 - oo - bytes)
+          << "bytes after the destination changed";
+    };
+    auto stateless_put = [&](const std::byte* s, std::size_t b, std::uint32_t k) { return rma::put_ll(ep(r), box[R], s, b, k, to); };
+    auto stateless_wait = [&](std::byte* o, std::size_t b, std::uint32_t k) { return rma::wait_ll(ep(r), box[R], b, k, o); };
+    for (unsigned align = 0; align < 8; ++align) one(5, align, stateless_put, stateless_wait);
+    rma::LlChannel<> ch;
+    ASSERT_EQ(ch.open(ep(r), box[R], kMax, to, from), Status::kOk);
+    auto put = [&](const std::byte* s, std::size_t b, std::uint32_t k) { return ch.put(s, b, k); };
+    auto wait = [&](std::byte* o, std::size_t b, std::uint32_t k) { return ch.wait(o, b, k); };
+    for (std::size_t bytes = 0; bytes <= kMax; ++bytes)
+      for (unsigned align = 0; align < 8; ++align) one(bytes, align, put, wait);
+    for (unsigned align = 0; align < 8; ++align) one(kMax, align, stateless_put, stateless_wait);
+  });
+}
+
+// A channel whose peer reads slowly at times: every put waits for the previous round to be
+// taken (its credit was not seen by a wait: this rank only sends), each round arrives whole.
+TEST_P(RmaLlHost, ChannelSenderRunningAheadWaitsAndNothingIsLost) {
+  constexpr std::size_t kMax = 300;
+  constexpr std::uint32_t kRounds = 300;
+  auto box = alloc<std::byte>(rma::ll_bytes(kMax));
+  auto src = alloc<std::byte>(kMax), out = alloc<std::byte>(kMax);
+  auto size_of = [](std::uint32_t k) { return static_cast<std::size_t>((k * 37u) % (kMax + 1)); };
+  on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    if (r > 1) return;
+    rma::LlChannel<> ch;
+    ASSERT_EQ(ch.open(ep(r), box[R], kMax, 1 - r, 1 - r), Status::kOk);
+    std::mt19937 rng(2612);
+    for (std::uint32_t k = 1; k <= kRounds; ++k) {
+      if (r == 0) {
+        fill(src[R], size_of(k), seed_of(0, k));
+        ASSERT_EQ(ch.put(src[R], size_of(k), k), Status::kOk) << "round " << k;
+      } else {
+        if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::memset(out[R], kPoison, kMax);
+        ASSERT_EQ(ch.wait(out[R], size_of(k), k), Status::kOk) << "round " << k;
+        ASSERT_EQ(first_wrong(out[R], size_of(k), seed_of(0, k)), size_of(k)) << "round " << k;
+      }
+    }
+  });
+}
+
+// The channel refuses what put_ll/wait_ll refuse, plus messages over its size, a round from
+// another PE than `from`, and use before a successful open; nothing is sent when it refuses.
+TEST_P(RmaLlHost, ChannelRefusesBadInputAndRoundsAheadOfTheReader) {
+  WorldOptions o = options();
+  o.budget = gv::Budget{30'000'000};  // 30 ms
+  make(o);
+  constexpr std::size_t kBytes = 40;
+  auto box = alloc<std::byte>(rma::ll_bytes(kBytes) + 16);
+  auto src = alloc<std::byte>(kBytes + 8), out = alloc<std::byte>(kBytes);
+  std::byte outside[64];
+  rma::LlChannel<> closed;
+  EXPECT_EQ(closed.put(src[0], kBytes, 1), Status::kInvalidArgument) << "never opened";
+  EXPECT_EQ(closed.wait(out[0], kBytes, 1), Status::kInvalidArgument) << "never opened";
+  EXPECT_EQ(closed.open(ep(0), box[0] + 8, kBytes, 1, 1), Status::kInvalidArgument) << "misaligned buffer";
+  EXPECT_EQ(closed.put(src[0], kBytes, 1), Status::kInvalidArgument) << "a failed open leaves it closed";
+  EXPECT_EQ(closed.open(ep(0), box[0], rma::kLlMaxBytes + 1, 1, 1), Status::kInvalidArgument);
+  EXPECT_EQ(closed.open(ep(0), box[0], kBytes, n(), 1), Status::kInvalidPe);
+  EXPECT_EQ(closed.open(ep(0), box[0], kBytes, 1, -1), Status::kInvalidPe);
+  EXPECT_EQ(closed.open(ep(0), outside, kBytes, 1, 1), Status::kOutOfBounds);
+  EXPECT_EQ(closed.open(ep(0), ep(0).heap + ep(0).heap_bytes - 16, kBytes, 1, 1), Status::kOutOfBounds);
+  for (int r = 0; r < n(); ++r) {
+    const std::byte* b = box[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < rma::ll_bytes(kBytes) + 16; ++i) ASSERT_EQ(b[i], std::byte{0}) << "rank " << r << " byte " << i;
+  }
+  rma::LlChannel<> a, b;
+  ASSERT_EQ(a.open(ep(0), box[0], kBytes, 1, 1), Status::kOk);
+  ASSERT_EQ(b.open(ep(1), box[1], kBytes, 0, 0), Status::kOk);
+  EXPECT_EQ(a.put(src[0], kBytes + 1, 1), Status::kInvalidArgument) << "over the channel's size";
+  EXPECT_EQ(a.put(src[0], kBytes, 0), Status::kInvalidArgument) << "seq 0";
+  EXPECT_EQ(a.put(nullptr, kBytes, 1), Status::kInvalidArgument) << "null source";
+  EXPECT_EQ(b.wait(out[1], kBytes + 1, 1), Status::kInvalidArgument) << "over the channel's size";
+  EXPECT_EQ(b.wait(nullptr, kBytes, 1), Status::kInvalidArgument) << "null destination";
+  fill(src[0], kBytes, seed_of(0, 1));
+  ASSERT_EQ(a.put(src[0], kBytes, 1), Status::kOk);
+  fill(src[0], kBytes, seed_of(0, 2));
+  EXPECT_EQ(a.put(src[0], kBytes, 2), Status::kTimeout) << "round 1 not taken yet";
+  ASSERT_EQ(b.wait(out[1], kBytes, 1), Status::kOk);
+  EXPECT_EQ(first_wrong(out[1], kBytes, seed_of(0, 1)), kBytes) << "round 1 was overwritten by the refused round 2";
+  EXPECT_EQ(b.wait(out[1], kBytes, 2), Status::kTimeout) << "the refused round arrived";
+  EXPECT_EQ(a.put(src[0], kBytes, 1), Status::kInvalidArgument) << "seq of the last round again";
+  ASSERT_EQ(a.put(src[0], kBytes, 2), Status::kOk);
+  ASSERT_EQ(b.wait(out[1], kBytes, 2), Status::kOk);
+  EXPECT_EQ(first_wrong(out[1], kBytes, seed_of(0, 2)), kBytes);
+  if (n() > 2) {
+    // Rank 2 sends into rank 1's copy while rank 1's channel expects rounds from rank 0.
+    ASSERT_EQ(rma::put_ll(ep(2), box[2], src[2], kBytes, 3, 1), Status::kOk);
+    EXPECT_EQ(b.wait(out[1], kBytes, 3), Status::kInvalidPe) << "a round from a PE the channel does not receive from";
+  }
+  world(0).abort();
+  EXPECT_EQ(a.put(src[0], kBytes, 3), Status::kAborted);
+  rma::LlChannel<> c;
+  EXPECT_EQ(c.open(ep(0), box[0], kBytes, 1, 1), Status::kAborted);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, RmaLlHost,
                          ::testing::Values(RmaParam{Transport::kP2p, 2}, RmaParam{Transport::kP2p, 3},
                                            RmaParam{Transport::kIb, 2}, RmaParam{Transport::kIb, 3}),

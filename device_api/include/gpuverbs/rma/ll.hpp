@@ -56,6 +56,51 @@ GV_HD Status put_ll(const Endpoint& ep, void* dst, const void* src, std::size_t 
 template <class G = Thread>
 GV_HD Status wait_ll(const Endpoint& ep, const void* buf, std::size_t n, std::uint32_t seq, void* out);
 
+/// put_ll and wait_ll bound once to one LL buffer, its two peers (the PE this rank sends to, the
+/// PE that sends to this rank: the same one in a ping-pong, neighbours in a ring) and a largest
+/// message, for a kernel that exchanges many rounds:
+///
+///   gv::rma::LlChannel<Warp> ch;
+///   if (ch.open(ep, box, 256, peer, peer) != Status::kOk) ...   // once per kernel
+///   for (k = 1; ...) { ch.put(msg, 256, k); ch.wait(out, 256, k); }
+///
+/// open() makes the checks put_ll and wait_ll make on every call (PE, heap range, alignment) and
+/// finds the peers' copies once. Over p2p each wait() also reads the credit word `to` writes back,
+/// in the same loads that poll the incoming words, so the put() after it knows without a round
+/// trip to memory that `to` took the previous round (a ping-pong or a ring never waits there).
+/// The words in memory are put_ll's and wait_ll's: a channel's rounds may follow theirs on one
+/// buffer, but while a channel is open no put_ll or wait_ll may use the buffer (the channel keeps
+/// the sent and credit words in registers).
+/// Every member of G calls every member function with the same arguments; the object lives in
+/// registers (a kernel's local variable), one per group, and keeps a pointer to `ep`, which must
+/// outlive it (a kernel's __grid_constant__ parameter does). Over ib (to or from a PE reached
+/// through verbs) put() and wait() are put_ll and wait_ll.
+template <class G = Thread>
+class LlChannel {
+ public:
+  /// Bind to LL buffer `buf` for messages of up to n bytes sent to PE `to` and received from PE
+  /// `from`. kInvalidArgument: n over kLlMaxBytes, buf not 16-byte aligned; kOutOfBounds
+  /// (ll_bytes(n) past the heap) and kInvalidPe (either PE) as for put_ll; kAborted after
+  /// World::abort(). The channel stays closed when it fails (put and wait then return
+  /// kInvalidArgument).
+  GV_HD Status open(const Endpoint& ep, void* buf, std::size_t n, int to, int from);
+  /// put_ll(ep, buf, src, n, seq, to). kInvalidArgument also for n over open()'s n.
+  GV_HD Status put(const void* src, std::size_t n, std::uint32_t seq);
+  /// wait_ll(ep, buf, n, seq, out) for a round from `from`. kInvalidArgument also for n over
+  /// open()'s n; kInvalidPe for a round another PE sent (its sender gets no credit).
+  GV_HD Status wait(void* out, std::size_t n, std::uint32_t seq);
+
+ private:
+  const Endpoint* ep_ = nullptr;
+  std::uint64_t* mine_ = nullptr;    ///< this rank's copy
+  std::uint64_t* theirs_ = nullptr;  ///< to's copy in this address space (p2p); null over ib
+  std::uint64_t* back_ = nullptr;    ///< from's copy in this address space (p2p); null over ib
+  std::size_t max_ = 0;
+  int to_ = -1, from_ = -1;
+  std::uint32_t sent_ = 0;    ///< the last round sent (the sent word)
+  std::uint32_t credit_ = 0;  ///< the credit word as last read: the peer took round credit_
+};
+
 }  // namespace gv::rma
 
 #include "detail/ll.hpp"

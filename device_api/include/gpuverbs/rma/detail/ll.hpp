@@ -114,10 +114,12 @@ GV_HD GV_INLINE void ll_send_words(std::uint64_t* words, const unsigned char* s,
 
 /// This member's part of receiving round seq: the header (every member watches it: it says how
 /// the data travelled) and this member's data words, polled a batch at a time, copied to out.
-/// `header` gets the header word.
+/// `header` gets the header word. With `credit_at`, the leader also loads that word in every
+/// poll and `credit` gets its value from the last one (an LlChannel's credit, free of a round trip).
 template <class G>
 GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std::size_t n, std::uint32_t seq,
-                               unsigned char* out, std::uint64_t& header) {
+                               unsigned char* out, std::uint64_t& header, const std::uint64_t* credit_at = nullptr,
+                               std::uint64_t* credit = nullptr) {
   const std::uint64_t* hdr = buf + 2;
   const std::uint64_t* words = buf + 3;
   const std::uint32_t count = ll_count(n), me = G::index(), cnt = G::count();
@@ -133,6 +135,7 @@ GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std
     const Status s = sync::bounded_wait(
         [&] {
           h = load_word(hdr);
+          if (credit_at != nullptr && me == 0) *credit = load_word(credit_at);
 #if !GV_DEVICE_PASS
           // Host ranks read the words only once the header says they are words: over ib the
           // area holds packed bytes the engine writes (a race ThreadSanitizer would report).
@@ -172,6 +175,30 @@ GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std
   return Status::kOk;
 }
 
+/// The leader's wait (bounded) until the receiver has taken round `sent` (credit == sent), from
+/// the words already loaded; both come back as last loaded.
+GV_HD GV_INLINE Status ll_wait_credit(const Endpoint& ep, const std::uint64_t* mine, std::uint64_t& credit,
+                                      std::uint64_t& sent) {
+  if (credit == sent) return Status::kOk;
+  return sync::bounded_wait(
+      [&] {
+        ll_load_credit(mine, credit, sent);
+        return credit == sent;
+      },
+      ep.budget, ep.abort);
+}
+
+/// Round seq over p2p: the data words and the header into the peer's copy `theirs`, then, once
+/// every member has read its part of src, the sent word of this rank's copy `mine`.
+template <class G>
+GV_HD GV_INLINE void ll_send_p2p(std::uint64_t* theirs, std::uint64_t* mine, const void* src, std::size_t n,
+                                 std::uint32_t seq, std::uint32_t from) {
+  ll_send_words<G>(theirs + 3, static_cast<const unsigned char*>(src), n, seq);
+  if (G::index() == 0) store_word(theirs + 2, ll_word(from, seq));
+  G::sync();
+  if (G::index() == 0) store_word(mine + 1, std::uint64_t{seq});
+}
+
 }  // namespace detail
 
 template <class G>
@@ -191,31 +218,46 @@ GV_HD Status put_ll(const Endpoint& ep, void* dst, const void* src, std::size_t 
     std::uint64_t credit = 0, sent = 0;
     detail::ll_load_credit(mine, credit, sent);
     if (raised != 0) return Status::kAborted;
-    if (credit != sent) {
-      const Status s = sync::bounded_wait(
-          [&] {
-            detail::ll_load_credit(mine, credit, sent);
-            return credit == sent;
-          },
-          ep.budget, ep.abort);
-      if (s != Status::kOk) return s;
-    }
+    const Status s = detail::ll_wait_credit(ep, mine, credit, sent);
+    if (s != Status::kOk) return s;
     return sent == seq ? Status::kInvalidArgument : Status::kOk;
   });
   if (st != Status::kOk) return st;
   const std::uint32_t from = static_cast<std::uint32_t>(ep.rank);
-  if (peer.ib) {
-    st = detail::put_signal_impl<G>(ep, static_cast<std::byte*>(dst) + kLlHeaderBytes, src, n, mine + 2,
-                                    detail::ll_word(from | detail::kLlPacked, seq), SignalOp::kSet, pe, true);
-  } else {
-    auto* theirs = reinterpret_cast<std::uint64_t*>(peer.base + off);
-    detail::ll_send_words<G>(theirs + 3, static_cast<const unsigned char*>(src), n, seq);
-    if (G::index() == 0) detail::store_word(theirs + 2, detail::ll_word(from, seq));
-    G::sync();  // every member has read its part of src
+  if (!peer.ib) {
+    detail::ll_send_p2p<G>(reinterpret_cast<std::uint64_t*>(peer.base + off), mine, src, n, seq, from);
+    return Status::kOk;
   }
+  st = detail::put_signal_impl<G>(ep, static_cast<std::byte*>(dst) + kLlHeaderBytes, src, n, mine + 2,
+                                  detail::ll_word(from | detail::kLlPacked, seq), SignalOp::kSet, pe, true);
   if (st == Status::kOk && G::index() == 0) detail::store_word(mine + 1, std::uint64_t{seq});
   return st;
 }
+
+namespace detail {
+/// wait_ll after its argument checks; `from` >= 0 refuses (kInvalidPe) a round another PE sent.
+template <class G>
+GV_HD Status ll_wait(const Endpoint& ep, const void* buf, std::uint64_t off, std::size_t n, std::uint32_t seq,
+                     void* out, int from) {
+  std::uint64_t header = 0;
+  Status mine = ll_receive<G>(ep, static_cast<const std::uint64_t*>(buf), n, seq, static_cast<unsigned char*>(out), header);
+  const int sender = static_cast<int>(static_cast<std::uint32_t>(header) & ~kLlPacked);
+  if (mine == Status::kOk && from >= 0 && sender != from) mine = Status::kInvalidPe;
+  // Every member's loads are done (a group-wide sync): the sender may overwrite the buffer.
+  const Status worst = group_worst<G>(mine);
+  if (worst != Status::kOk) return worst;
+  return on_leader<G>([&] {
+    Route back;
+    if (!route(ep, sender, back)) return Status::kInvalidPe;
+    if (!back.ib) {
+      store_word(reinterpret_cast<std::uint64_t*>(back.base + off), std::uint64_t{seq});
+      return Status::kOk;
+    }
+    Posted posted;
+    return ib_signal(ep, *back.ib, lane_for(*back.ib, G::queue_hint()), off, seq, SignalOp::kSet, posted);
+  });
+}
+}  // namespace detail
 
 template <class G>
 GV_HD Status wait_ll(const Endpoint& ep, const void* buf, std::size_t n, std::uint32_t seq, void* out) {
@@ -223,24 +265,83 @@ GV_HD Status wait_ll(const Endpoint& ep, const void* buf, std::size_t n, std::ui
   std::uint64_t off;
   if (!detail::heap_offset(ep, buf, ll_bytes(n), off)) return Status::kOutOfBounds;
   if (reinterpret_cast<std::uintptr_t>(buf) % 16 != 0) return Status::kInvalidArgument;
-  std::uint64_t header = 0;
-  const Status mine = detail::ll_receive<G>(ep, static_cast<const std::uint64_t*>(buf), n, seq,
-                                            static_cast<unsigned char*>(out), header);
-  // Every member's loads are done (a group-wide sync): the sender may overwrite the buffer.
-  const Status worst = detail::group_worst<G>(mine);
-  if (worst != Status::kOk) return worst;
-  return detail::on_leader<G>([&] {
-    detail::Route back;
-    if (!detail::route(ep, static_cast<int>(static_cast<std::uint32_t>(header) & ~detail::kLlPacked), back))
-      return Status::kInvalidPe;
-    if (!back.ib) {
-      detail::store_word(reinterpret_cast<std::uint64_t*>(back.base + off), std::uint64_t{seq});
-      return Status::kOk;
-    }
-    detail::Posted posted;
-    return detail::ib_signal(ep, *back.ib, detail::lane_for(*back.ib, G::queue_hint()), off, seq, SignalOp::kSet,
-                             posted);
+  return detail::ll_wait<G>(ep, buf, off, n, seq, out, -1);
+}
+
+template <class G>
+GV_HD Status LlChannel<G>::open(const Endpoint& ep, void* buf, std::size_t n, int to, int from) {
+  *this = LlChannel{};
+  if (n > kLlMaxBytes) return Status::kInvalidArgument;
+  detail::Route peer, back;
+  std::uint64_t off;
+  Status st = detail::find(ep, buf, ll_bytes(n), to, peer, off);
+  if (st == Status::kOk) st = detail::find(ep, buf, ll_bytes(n), from, back, off);
+  if (st != Status::kOk) return st;
+  if (reinterpret_cast<std::uintptr_t>(buf) % 16 != 0) return Status::kInvalidArgument;
+  auto* mine = static_cast<std::uint64_t*>(buf);
+  struct Words {
+    std::uint32_t status, credit, sent;
+  };
+  const Words w = detail::on_leader<G>([&] {
+    const std::uint32_t raised = detail::abort_word(ep);
+    std::uint64_t credit = 0, sent = 0;
+    detail::ll_load_credit(mine, credit, sent);
+    return Words{static_cast<std::uint32_t>(raised != 0 ? Status::kAborted : Status::kOk),
+                 static_cast<std::uint32_t>(credit), static_cast<std::uint32_t>(sent)};
   });
+  if (static_cast<Status>(w.status) != Status::kOk) return static_cast<Status>(w.status);
+  ep_ = &ep;
+  mine_ = mine;
+  theirs_ = peer.ib ? nullptr : reinterpret_cast<std::uint64_t*>(peer.base + off);
+  back_ = back.ib ? nullptr : reinterpret_cast<std::uint64_t*>(back.base + off);
+  max_ = n;
+  to_ = to;
+  from_ = from;
+  sent_ = w.sent;
+  credit_ = w.credit;
+  return Status::kOk;
+}
+
+template <class G>
+GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq) {
+  if (ep_ == nullptr || seq == 0 || n > max_ || (n != 0 && src == nullptr)) return Status::kInvalidArgument;
+  if (theirs_ == nullptr) return put_ll<G>(*ep_, mine_, src, n, seq, to_);
+  if (seq == sent_) return Status::kInvalidArgument;
+  // The abort word as locate_p2p_later reads it: on the host before anything moves, on the GPU
+  // after the stores (abort_after).
+  if (!GV_DEVICE_PASS && detail::aborted(*ep_)) return Status::kAborted;
+  if (credit_ != sent_) {
+    // The last wait() did not see the credit of the last round (or there was none): load it.
+    struct Credit {
+      std::uint32_t status, credit;
+    };
+    const Credit c = detail::on_leader<G>([&] {
+      std::uint64_t credit = credit_, sent = sent_;
+      const Status s = detail::ll_wait_credit(*ep_, mine_, credit, sent);
+      return Credit{static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(credit)};
+    });
+    if (static_cast<Status>(c.status) != Status::kOk) return static_cast<Status>(c.status);
+    credit_ = c.credit;
+  }
+  detail::ll_send_p2p<G>(theirs_, mine_, src, n, seq, static_cast<std::uint32_t>(ep_->rank));
+  sent_ = seq;
+  return detail::on_leader<G>([&] { return detail::abort_after(*ep_); });
+}
+
+template <class G>
+GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
+  if (ep_ == nullptr || seq == 0 || n > max_ || (n != 0 && out == nullptr)) return Status::kInvalidArgument;
+  if (back_ == nullptr)
+    return detail::ll_wait<G>(*ep_, mine_, reinterpret_cast<std::uintptr_t>(mine_) - reinterpret_cast<std::uintptr_t>(ep_->heap), n, seq, out, from_);
+  std::uint64_t header = 0, credit = credit_;
+  Status s = detail::ll_receive<G>(*ep_, mine_, n, seq, static_cast<unsigned char*>(out), header, mine_, &credit);
+  if (s == Status::kOk && static_cast<int>(static_cast<std::uint32_t>(header)) != from_) s = Status::kInvalidPe;
+  // Every member's loads are done (a group-wide sync): the peer may overwrite the buffer.
+  const Status worst = detail::group_worst<G>(s);
+  if (worst != Status::kOk) return worst;
+  if (G::index() == 0) detail::store_word(back_, std::uint64_t{seq});
+  credit_ = G::from_leader(static_cast<std::uint32_t>(credit));
+  return Status::kOk;
 }
 
 }  // namespace gv::rma
