@@ -127,10 +127,13 @@ def main():
     p("")
 
     p("## Targets\n")
-    for fam in ["cudaMemcpyAsync_PinnedToGPU", "cudaMemcpyAsync_GPUToPinned"]:
+    # The median round, as in the table; the _flush rows start every copy with the buffer out of the
+    # CPU's caches (Comm|Scope's controlled state), the others from whatever the last round left.
+    for fam in ["cudaMemcpyAsync_PinnedToGPU", "cudaMemcpyAsync_PinnedToGPU_flush", "cudaMemcpyAsync_GPUToPinned",
+                "cudaMemcpyAsync_GPUToPinned_flush"]:
         r = [x for x in method.values() if x.family == fam and x.log2 == 28]
         if r and raw:
-            v = r[0].gbs
+            v = median_gbs(r[0])
             p(f"- {fam} at 256 MiB: {v:.2f} GB/s = {v / raw:.3f} of {raw:.1f} GB/s raw "
               f"({'meets' if v / raw >= 0.85 else 'misses'} ≥ 0.85)")
         else:
