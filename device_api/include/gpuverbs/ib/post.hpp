@@ -120,13 +120,23 @@ GV_HD GV_INLINE void rq_ring_record(const QpHandle& qp, std::uint64_t end);
 /// when it runs out). Nothing is posted unless kOk: on kInvalidArgument nothing is reserved; on
 /// kQueueFull, kAborted, kTimeout (the wait for our turn: an earlier poster died or stalls) and
 /// kQueueBroken the queue may be broken for later posters, as wq_reserve and wq_wait_turn say.
+/// With kShared, a short budget is no try-post: a ticket that runs out of it with posters behind
+/// it breaks the queue. A poster that also polls drains the CQ in `progress` (the overload below).
 template <Ownership O>
 GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n,
                              Budget budget = {});
 
+/// post_send_batch that calls `progress()` (-> Status) while the ring has no room, as
+/// wq_reserve's overload does: a status other than kOk ends the wait and is returned.
+template <Ownership O, class Progress>
+GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n, Budget budget,
+                             Progress&& progress);
+
 /// post_send_batch of one work request.
 template <Ownership O>
 GV_HD GV_INLINE Status post_send(const QpHandle& qp, const SendWr& wr, Budget budget = {});
+template <Ownership O, class Progress>
+GV_HD GV_INLINE Status post_send(const QpHandle& qp, const SendWr& wr, Budget budget, Progress&& progress);
 
 /// Post one receive WQE scattering into `sgl[0..n)`. Receive queues have no doorbell: the
 /// doorbell record alone tells the HCA how many receives exist.

@@ -186,9 +186,9 @@ GV_HD GV_INLINE void sq_ring_doorbell(const QpHandle& qp, std::uint64_t end, std
   dbrec_before_doorbell(qp.doorbell, db, qp.executor);
 }
 
-template <Ownership O>
-GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n,
-                             Budget budget) {
+template <Ownership O, class Progress>
+GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n, Budget budget,
+                             Progress&& progress) {
   if (n == 0) return Status::kInvalidArgument;
   std::uint32_t total = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -197,7 +197,7 @@ GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_
     total += wqe_bbs(wqe_ds(wrs[i]));
   }
   std::uint64_t start = 0;
-  Status st = wq_reserve<O>(&qp.state->sq, qp.sq_bbs, total, start, budget, qp.abort);
+  Status st = wq_reserve<O>(&qp.state->sq, qp.sq_bbs, total, start, budget, qp.abort, progress);
   if (st != Status::kOk) return st;
   std::uint64_t pos = start;
   Octoword ctrl{};
@@ -214,8 +214,18 @@ GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_
 }
 
 template <Ownership O>
+GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n, Budget budget) {
+  return post_send_batch<O>(qp, wrs, n, budget, detail::NoProgress{});
+}
+
+template <Ownership O>
 GV_HD GV_INLINE Status post_send(const QpHandle& qp, const SendWr& wr, Budget budget) {
-  return post_send_batch<O>(qp, &wr, 1, budget);
+  return post_send_batch<O>(qp, &wr, 1, budget, detail::NoProgress{});
+}
+
+template <Ownership O, class Progress>
+GV_HD GV_INLINE Status post_send(const QpHandle& qp, const SendWr& wr, Budget budget, Progress&& progress) {
+  return post_send_batch<O>(qp, &wr, 1, budget, progress);
 }
 
 template <Ownership O>
