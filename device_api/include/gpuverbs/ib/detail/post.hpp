@@ -67,7 +67,7 @@ GV_HD GV_INLINE Status wq_reserve(WqCounters* wq, std::uint32_t size, std::uint3
           driven = progress();
           return driven != Status::kOk;
         },
-        budget, abort);
+        budget, abort, sync::kHostSpinsOnPeers);
     if (behind) return Status::kQueueBroken;  // broken before us: nothing of ours to undo
     if (st == Status::kOk && driven == Status::kOk) {
       start = r;
@@ -107,7 +107,7 @@ GV_HD GV_INLINE Status wq_wait_turn(WqCounters* wq, std::uint64_t start, const s
           if (sync::load_acquire(&wq->published) == start) return true;
           return behind = detail::behind_break(wq, start);
         },
-        Budget{}, abort);
+        Budget{}, abort, sync::kHostSpinsOnPeers);
     if (behind) return Status::kQueueBroken;
     if (st != Status::kOk) detail::mark_broken(wq, start);  // our slots will never be published
     return st;
