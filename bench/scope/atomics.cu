@@ -111,8 +111,9 @@ class RmwCase final : public Case {
 };
 
 /// The library's pattern: `posters` threads each reserve kSlots slots, one at a time, on one
-/// shared queue counter (ib::wq_reserve<kShared>, the library's code: a CAS loop, lock-free but
-/// not starvation-free) or each on its own (kExclusive). A reservation may wait up to
+/// shared queue counter (ib::wq_reserve<kShared>, the library's code: a ticket, one fetch_add,
+/// then a check of the ring's room, which a ring of 2^32 - 1 slots always has) or each on its own
+/// (kExclusive). A reservation may wait up to
 /// kReserveBudgetNs, inside the timed region's own bound (kWaitSeconds), so a wedged counter is
 /// reported by the kernel first; on the shared counter each poster's longest wait is kept.
 constexpr std::uint32_t kSlots = 64;

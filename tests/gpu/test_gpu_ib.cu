@@ -6,6 +6,7 @@
 //    memory, executed by its CPU engine) and poll the completions; tests/nic runs these same
 //    tests over a ConnectX HCA (GV_TEST_PROVIDER=mlx5).
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -266,6 +267,89 @@ TEST(GpuPostShared, ManyBlocksOneQpNoLossNoDuplicateInOrder) {
   EXPECT_EQ(ring->dbrec_snd(), total & m5::kWqeIndexMask);
   EXPECT_EQ(ring->state().sq.published, total);
   cudaFree(d_fail);
+}
+
+/// Posters on a ring far smaller than their work, so nearly every reservation waits for space
+/// behind the others' tickets. Block 0's thread 0 plays HCA and poller at once: it takes each
+/// published WQE in order, checks that it is its poster's next, and frees its slot. Every wait
+/// is bounded: a poster gives up after its budget, the retirer after kRetireNs or a failure.
+constexpr std::uint64_t kRetireNs = 20'000'000'000ull;
+__global__ void small_ring_kernel(const __grid_constant__ gv::ib::QpHandle qp, int per_thread, int* failures,
+                                  int* next, unsigned long long* worst_ns) {
+  const std::uint64_t posters = std::uint64_t{gridDim.x - 1} * blockDim.x;
+  if (blockIdx.x == 0) {
+    if (threadIdx.x != 0) return;
+    gv::ib::WqCounters* sq = &qp.state->sq;
+    const std::uint64_t total = posters * per_thread, t0 = gv::sync::now_ns();
+    for (std::uint64_t c = 0; c < total;) {
+      const std::uint64_t pub = gv::sync::load_acquire(&sq->published);
+      if (pub == c) {
+        if (gv::sync::load_relaxed(failures) != 0) return;
+        if (gv::sync::now_ns() - t0 > kRetireNs) return (void)atomicAdd(failures, 1);
+        continue;
+      }
+      for (; c < pub; ++c) {
+        m5::RaddrSeg r;
+        std::memcpy(&r, qp.sq + std::uint64_t{gv::ib::ring_slot(c, qp.sq_bbs)} * 64 + 16, sizeof(r));
+        const std::uint64_t ra = r.raddr.get(), tid = ra >> 32;
+        if (tid >= posters || static_cast<int>(ra & 0xffffffff) != next[tid]) return (void)atomicAdd(failures, 1);
+        ++next[tid];
+        gv::sync::store_release(&sq->completed, c + 1);
+      }
+    }
+    return;
+  }
+  const std::uint64_t tid = std::uint64_t{blockIdx.x - 1} * blockDim.x + threadIdx.x;
+  unsigned long long worst = 0;
+  for (int k = 0; k < per_thread; ++k) {
+    SendWr wr;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.remote_addr = (tid << 32) | static_cast<std::uint64_t>(k);
+    const std::uint64_t t0 = gv::sync::now_ns();
+    if (gv::ib::post_send<Ownership::kShared>(qp, wr, gv::Budget{10'000'000'000ull}) != Status::kOk) {
+      atomicAdd(failures, 1);
+      return;
+    }
+    worst = max(worst, static_cast<unsigned long long>(gv::sync::now_ns() - t0));
+  }
+  atomicMax(worst_ns, worst);
+}
+
+// The ticket reservation under a ring that is always full: no poster runs out of its budget
+// (a CAS reservation could lose every retry), every WQE is taken once and in each poster's
+// order, and the longest single post is reported.
+TEST(GpuPostShared, SmallRingEveryPosterServedInTicketOrder) {
+  GV_REQUIRE_GPUS(1);
+  constexpr int kBlocks = 64, kThreads = 128, kPer = 4;  // 32768 WQEs through 64 WQEBBs
+  constexpr std::uint64_t kPosters = std::uint64_t{kBlocks} * kThreads, kTotal = kPosters * kPer;
+  auto ring = make_ring(64, 1, 0);
+  int* d_fail = dev_alloc<int>(1);
+  int* d_next = dev_alloc<int>(kPosters);
+  auto* d_worst = dev_alloc<unsigned long long>(1);
+  ASSERT_TRUE(d_fail && d_next && d_worst);
+  small_ring_kernel<<<kBlocks + 1, kThreads>>>(ring->h, kPer, d_fail, d_next, d_worst);
+  GV_CUDA_CHECK(cudaGetLastError());
+  GV_CUDA_CHECK(cudaDeviceSynchronize());
+  int fails = -1;
+  unsigned long long worst = 0;
+  std::vector<int> next(kPosters, -1);
+  GV_CUDA_CHECK(cudaMemcpy(&fails, d_fail, sizeof(int), cudaMemcpyDeviceToHost));
+  GV_CUDA_CHECK(cudaMemcpy(&worst, d_worst, sizeof(worst), cudaMemcpyDeviceToHost));
+  GV_CUDA_CHECK(cudaMemcpy(next.data(), d_next, kPosters * sizeof(int), cudaMemcpyDeviceToHost));
+  ASSERT_EQ(fails, 0);
+  for (std::uint64_t t = 0; t < kPosters; ++t) ASSERT_EQ(next[t], kPer) << "poster " << t;
+  const gv::ib::QpCounters qs = ring->state();
+  EXPECT_EQ(qs.sq.reserved, kTotal);
+  EXPECT_EQ(qs.sq.published, kTotal);
+  EXPECT_EQ(qs.sq.completed, kTotal);
+  EXPECT_EQ(qs.sq.broken, 0u);
+  EXPECT_EQ(ring->dbrec_snd(), kTotal & m5::kWqeIndexMask);
+  RecordProperty("longest_post_us", static_cast<int>(worst / 1000));
+  std::printf("longest single post: %.1f us (%llu posters, ring of 64)\n", worst / 1e3,
+              static_cast<unsigned long long>(kPosters));
+  cudaFree(d_fail);
+  cudaFree(d_next);
+  cudaFree(d_worst);
 }
 
 // ---- End to end through the soft provider -----------------------------------------------

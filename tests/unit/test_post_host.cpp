@@ -177,6 +177,7 @@ void full_ring_behaviour() {
   EXPECT_EQ(post_send<O>(q.qp, nop, gv::Budget{20'000'000}), Status::kQueueFull);
   EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(20));
   EXPECT_EQ(q.qs->sq.reserved, 8u);
+  EXPECT_EQ(q.qs->sq.broken, 0u) << "the last ticket taken is handed back, not left as a hole";
   // A 2-WQEBB WQE does not fit into 1 free WQEBB.
   q.qs->sq.completed = 1;
   std::vector<std::uint8_t> payload(60, 1);

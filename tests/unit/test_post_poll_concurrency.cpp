@@ -84,11 +84,12 @@ void stress(unsigned posters, std::uint32_t per_thread, unsigned pollers, std::u
     while (!stop.load()) {
       const std::uint64_t db = load_acq(q.doorbell);
       const std::uint64_t pub = widen(pos, be32toh(load_acq(q.qp_dbrec.snd.raw)), m::kWqeIndexBits);
-      // never over-committed: reserved - completed <= ring size
-      const std::uint64_t res = std::atomic_ref<std::uint64_t>(q.qs->sq.reserved).load(std::memory_order_relaxed);
+      // never over-committed: published - completed <= ring size (kShared tickets, `reserved`,
+      // may run ahead by the slots of posters waiting for space; published may not)
+      const std::uint64_t put = load_acq(q.qs->sq.published);
       const std::uint64_t done = load_acq(q.qs->sq.completed);
-      if (static_cast<std::int64_t>(res - done) > static_cast<std::int64_t>(q.sq_bbs))
-        return fail("SQ over-committed: reserved " + std::to_string(res) + " completed " + std::to_string(done));
+      if (static_cast<std::int64_t>(put - done) > static_cast<std::int64_t>(q.sq_bbs))
+        return fail("SQ over-committed: published " + std::to_string(put) + " completed " + std::to_string(done));
       bool progress = false;
       while (pos < pub) {
         progress = true;

@@ -177,8 +177,9 @@ TEST(QpOwner, AFullRingIsQueueFullAtOnceUntilPolled) {
 }
 
 // The owner's CQ completes only the send queue; another CQ, polled by shared pollers, completes
-// the receive queue. Those pollers place a receive CQE by the queue's reserved count, so the
-// owner keeps that count in memory as it posts receives.
+// the receive queue. Those pollers widen a receive CQE's index from the queue's completed count
+// and free its space there; the owner keeps its reserved count in memory as it posts receives,
+// so the queue's depth (reserved - completed) stays readable.
 TEST(QpOwner, ReceivesCompletedOnAnotherCqReachTheirPollers) {
   HostQp q(16, 4, 4), r(16, 4, 4);
   q.cqh.recv_qp = nullptr;  // q's CQ: the send queue only
@@ -201,6 +202,7 @@ TEST(QpOwner, ReceivesCompletedOnAnotherCqReachTheirPollers) {
       Completion c;
       ASSERT_EQ(poll_cq<Ownership::kShared>(rcq, c, gv::Budget{0}), Status::kOk);
       EXPECT_EQ(q.qs->rq.completed, n + 1);
+      EXPECT_EQ(q.qs->rq.reserved - q.qs->rq.completed, 3 - i) << "the queue's depth, read from memory";
     }
   }
 }

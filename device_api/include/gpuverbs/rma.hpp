@@ -40,6 +40,11 @@
 //   error CQE (ib)      kCompletionError  the failed WQE and those after it on that lane's later operations return
 //                                         its lane did not execute (the QP    the error; World::describe names QP,
 //                                         is in the error state)               WQE and syndrome
+//   ring full (ib)      kQueueFull        nothing posted; if operations were   those queued behind it and every
+//     for the whole                       queued behind it on the lane, the   later one on the lane: kQueueBroken
+//     budget                              lane's queue is broken at its slot   (World::describe says where); the
+//                                         (a timed-out or aborted wait for    World must be rebuilt
+//                                         the lane's turn does the same)
 //
 // What is checked:
 //   - PE: in range and reachable (kInvalidPe).

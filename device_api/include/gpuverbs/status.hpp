@@ -18,6 +18,7 @@ enum class [[nodiscard]] Status : std::uint32_t {
   kInvalidPe,        ///< rma: a PE (rank) outside the World, or one this rank cannot reach
   kOutOfBounds,      ///< rma: an address range outside the symmetric heap (or overflowing)
   kBarrierBroken,    ///< rma: an earlier barrier failed (timeout, abort, error); barriers refuse since
+  kQueueBroken,      ///< a shared work queue holds an abandoned reservation ahead of this one (ib/post.hpp)
 };
 
 GV_HD inline constexpr const char* to_string(Status s) {
@@ -33,6 +34,7 @@ GV_HD inline constexpr const char* to_string(Status s) {
     case Status::kInvalidPe: return "PE out of range or unreachable";
     case Status::kOutOfBounds: return "address outside the symmetric heap";
     case Status::kBarrierBroken: return "barrier broken by an earlier failed barrier";
+    case Status::kQueueBroken: return "work queue broken by an earlier abandoned reservation";
   }
   return "unknown status";
 }

@@ -210,11 +210,17 @@ inline constexpr std::uint64_t kDeviceAbortPollNs = 100'000;
 /// The clock is read every 64 spins, so a ready predicate costs one test. The abort flag is read
 /// there too on the host, and on the GPU every kDeviceAbortPollNs once the wait has lasted that
 /// long (so a GPU wait whose budget is shorter than that ends by the budget, not the flag).
-/// On the host, a wait that has spun for a while yields the core at those points: with more
-/// spinning threads than cores (engine + pollers on a small machine) pure spinning would
-/// leave the thread that must make progress waiting for a scheduler tick.
+/// On the host, a wait that has spun `host_spins` times yields the core at those points: with
+/// more spinning threads than cores (engine + pollers on a small machine) pure spinning would
+/// leave the thread that must make progress waiting for a scheduler tick. kHostSpinsOnPeers suits
+/// a wait for other threads of the same kind taking turns (a shared queue's posters), where
+/// the one whose turn it is may be the thread this core should run.
+inline constexpr std::uint32_t kHostSpins = 4096;
+inline constexpr std::uint32_t kHostSpinsOnPeers = 64;
+
 template <class Pred>
-GV_HD GV_INLINE Status bounded_wait(Pred&& pred, Budget budget, const std::uint32_t* abort) {
+GV_HD GV_INLINE Status bounded_wait(Pred&& pred, Budget budget, const std::uint32_t* abort,
+                                    std::uint32_t host_spins = kHostSpins) {
   if (pred()) return Status::kOk;
   const std::uint64_t start = now_ns();
 #if GV_DEVICE_PASS
@@ -234,7 +240,9 @@ GV_HD GV_INLINE Status bounded_wait(Pred&& pred, Budget budget, const std::uint3
 #endif
       if (now - start > budget.ns) return pred() ? Status::kOk : Status::kTimeout;
 #if !GV_DEVICE_PASS
-      if (i > 4096) sched_yield();
+      if (i >= host_spins) sched_yield();
+#else
+      (void)host_spins;
 #endif
     }
     spin_pause();

@@ -167,12 +167,14 @@ std::string World::describe() const {
       m.space->snapshot(&qs, qh.state, sizeof(qs));
       m.space->snapshot(&cs, ch.state, sizeof(cs));
       m.space->snapshot(&ls, m.lane_states + k, sizeof(ls));
-      char line[320];
+      const std::string broken =
+          qs.sq.broken != 0 ? "; queue broken at WQEBB " + std::to_string(~qs.sq.broken) + " (an abandoned reservation)" : "";
+      char line[384];
       std::snprintf(line, sizeof(line),
-                    "    lane %u: QP 0x%x sq reserved %llu published %llu completed %llu (ring %u WQEBBs); checked to %llu; "
+                    "    lane %u: QP 0x%x sq reserved %llu published %llu completed %llu (ring %u WQEBBs)%s; checked to %llu; "
                     "CQ 0x%x taken %llu; %s%s\n",
                     l, qh.qpn, static_cast<unsigned long long>(qs.sq.reserved), static_cast<unsigned long long>(qs.sq.published),
-                    static_cast<unsigned long long>(qs.sq.completed), qh.sq_bbs, static_cast<unsigned long long>(ls.done), ch.cqn,
+                    static_cast<unsigned long long>(qs.sq.completed), qh.sq_bbs, broken.c_str(), static_cast<unsigned long long>(ls.done), ch.cqn,
                     static_cast<unsigned long long>(cs.claimed), ls.first_bad ? "failed at WQEBB " : "healthy",
                     ls.first_bad ? (std::to_string(ls.first_bad - 1) + " (" + to_string(static_cast<Status>(ls.status)) +
                                     ", syndrome " + std::to_string(ls.syndrome) + ")").c_str()

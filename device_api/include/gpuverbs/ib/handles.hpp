@@ -17,10 +17,13 @@ namespace gv::ib {
 inline constexpr std::uint32_t kHandleVersion = 2;
 
 /// Producer/consumer counters of one work queue, 64-bit and monotonic, in queue units
-/// (WQEBBs for the SQ, WQEs for the RQ). Each on its own cache line: posters hammer the
-/// first two, pollers the third.
+/// (WQEBBs for the SQ, WQEs for the RQ). Three cache lines: posters take tickets on the first,
+/// wait for their turn on the second, pollers free space on the third.
 struct alignas(64) WqCounters {
-  std::uint64_t reserved = 0;    ///< handed out to posters (pollers read it to widen indices)
+  /// Handed out to posters. kShared: a ticket counter (fetch_add) that runs ahead of the ring by
+  /// the slots of posters still waiting for space, so it is no bound for widening a CQE's index
+  /// (pollers widen from `completed`); published - completed <= ring size holds instead.
+  std::uint64_t reserved = 0;
   /// The kExclusive owner's private copies: its next slot and the bound up to which it knows
   /// the ring is free. Plain fields in the owner's cache line, so an exclusive post reads no
   /// shared counter until the ring looks full. A queue keeps one ownership mode for life.
@@ -28,7 +31,12 @@ struct alignas(64) WqCounters {
   std::uint64_t owner_free_to = 0;
   std::uint8_t pad0[40];
   std::uint64_t published = 0;   ///< covered by the doorbell record; published in order
-  std::uint8_t pad1[56];
+  /// kShared: 0 while every ticket will be published; ~X once the ticket starting at slot X was
+  /// abandoned unpublished (the earliest such X: fetch_max of ~X). published then stays at or
+  /// below X, and every poster whose ticket starts at or after X fails (kQueueBroken). Beside
+  /// `published`, whose line the posters waiting for their turn already read. wq_reopen clears it.
+  std::uint64_t broken = 0;
+  std::uint8_t pad1[48];
   std::uint64_t completed = 0;   ///< retired by polled completions: free for reuse
   std::uint8_t pad2[56];
 };

@@ -9,8 +9,8 @@
 //
 // Between take() and give_back() the owner is the only thread that posts to the QP and polls
 // the CQ, and the queues' counters in memory (QpCounters, CqCounters) are stale (all but the
-// receive queue's reserved count when another CQ completes that queue: that CQ's pollers read
-// it): handing the QP to another thread or kernel goes through give_back() and whatever orders
+// receive queue's reserved count when another CQ completes that queue, so that its depth,
+// reserved - completed, can be read): handing the QP to another thread or kernel goes through give_back() and whatever orders
 // the two (a kernel boundary, a barrier). Posts and polls keep their semantics: the same WQEs,
 // doorbells, CQE checks and ordering as post_send<kExclusive> and poll_cq<kExclusive>.
 //

@@ -131,8 +131,9 @@ class World {
   /// completion): either ends this rank's waits with kAborted, and the message says why.
   void check() const;
   /// The failure, if any (see check()), then one line per ib lane: its QP, send-queue counters
-  /// (reserved, published, completed), how far completions are checked, CQEs taken, and its
-  /// first error. For diagnosing a stuck or
+  /// (reserved, published, completed; where the queue broke, if a reservation was abandoned:
+  /// rma operations on that lane then return kQueueBroken), how far completions are checked,
+  /// CQEs taken, and its first error. For diagnosing a stuck or
   /// failing wait; reads the counters while kernels may run.
   std::string describe() const;
   /// End every wait of this rank's endpoint with kAborted, and make every later rma operation

@@ -58,8 +58,8 @@ GV_HD GV_INLINE Status QpOwner::post_recv(const Sge* sgl, std::uint32_t n) {
   }
   rq_write_wqe(qp, rq_next_, sgl, n);
   rq_next_ += 1;
-  // Another CQ's pollers place its receive CQEs by the reserved count (retire): kept in memory,
-  // before the record that lets the executor take the WQE.
+  // When another CQ's pollers free this queue, its depth (reserved - completed) is read from
+  // memory: the reserved count is kept there, before the record that lets the executor take the WQE.
   if (!rq_here_) sync::store_relaxed(&qp.state->rq.reserved, rq_next_);
   rq_ring_record(qp, rq_next_);
   return Status::kOk;

@@ -17,19 +17,20 @@ GV_HD GV_INLINE bool cqe_ready(std::uint32_t tail, std::uint64_t ci, std::uint32
          mlx5::cqe_owner(op_own) == owner_bit(ci, log_cqes);
 }
 
+// CQEs are retired in CQ order (the released counter hands them on), so `completed` is where
+// the oldest outstanding WQE starts and every outstanding one lies within one ring of it: the
+// CQE's 16-bit index widens from there. (Not from `reserved`, which kShared tickets run ahead.)
 GV_HD GV_INLINE void retire(const CqHandle& cq, const Completion& c) {
   if (c.is_send()) {
     if (cq.send_qp == nullptr || c.qpn != cq.send_qpn) return;
     WqCounters* sq = &cq.send_qp->sq;
-    const std::uint64_t start =
-        widen_below(sync::load_acquire(&sq->reserved) - 1, c.wqe_counter, mlx5::kWqeIndexBits);
+    const std::uint64_t start = widen(sync::load_acquire(&sq->completed), c.wqe_counter, mlx5::kWqeIndexBits);
     const Octoword ctrl = load_octoword(cq.send_sq + sq_octoword_offset(start, 0, cq.send_sq_bbs));
     sync::fetch_max(&sq->completed, start + wqe_bbs(ctrl_ds_of(ctrl)));
   } else {
     if (cq.recv_qp == nullptr || c.qpn != cq.recv_qpn) return;
     WqCounters* rq = &cq.recv_qp->rq;
-    const std::uint64_t idx =
-        widen_below(sync::load_acquire(&rq->reserved) - 1, c.wqe_counter, mlx5::kWqeIndexBits);
+    const std::uint64_t idx = widen(sync::load_acquire(&rq->completed), c.wqe_counter, mlx5::kWqeIndexBits);
     sync::fetch_max(&rq->completed, idx + 1);
   }
 }

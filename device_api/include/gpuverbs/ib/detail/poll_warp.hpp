@@ -37,12 +37,12 @@ __device__ inline Status poll_cq_warp(const CqHandle& cq, Completion& out, int& 
     if (out.is_send()) {
       if (cq.send_qp != nullptr && out.qpn == cq.send_qpn) {
         const std::uint64_t start =
-            widen_below(sync::load_acquire(&cq.send_qp->sq.reserved) - 1, out.wqe_counter, mlx5::kWqeIndexBits);
+            widen(sync::load_acquire(&cq.send_qp->sq.completed), out.wqe_counter, mlx5::kWqeIndexBits);
         const Octoword ctrl = load_octoword(cq.send_sq + sq_octoword_offset(start, 0, cq.send_sq_bbs));
         sq_end = start + wqe_bbs(ctrl_ds_of(ctrl));
       }
     } else if (cq.recv_qp != nullptr && out.qpn == cq.recv_qpn) {
-      rq_end = widen_below(sync::load_acquire(&cq.recv_qp->rq.reserved) - 1, out.wqe_counter, mlx5::kWqeIndexBits) + 1;
+      rq_end = widen(sync::load_acquire(&cq.recv_qp->rq.completed), out.wqe_counter, mlx5::kWqeIndexBits) + 1;
     }
   }
   sq_end = detail::warp_max(sq_end);

@@ -5,18 +5,50 @@
 
 namespace gv::ib {
 
-template <Ownership O>
+namespace detail {
+
+/// The progress callable of wq_reserve without one: nothing to drive while waiting.
+struct NoProgress {
+  GV_HD GV_INLINE constexpr Status operator()() const { return Status::kOk; }
+};
+
+/// Whether the ticket starting at `start` lies at or behind an abandoned one (WqCounters::broken).
+GV_HD GV_INLINE bool behind_break(const WqCounters* wq, std::uint64_t start) {
+  const std::uint64_t b = sync::load_relaxed(&wq->broken);
+  return b != 0 && start >= ~b;
+}
+
+/// Record that the ticket at `start` will never be published; the earliest such ticket wins.
+GV_HD GV_INLINE void mark_broken(WqCounters* wq, std::uint64_t start) { (void)sync::fetch_max(&wq->broken, ~start); }
+
+/// Give up the ticket [start, start + n) before anything was written to its slots: handed back
+/// when it is the last one taken (reserved moves back, no hole), else the queue breaks at it.
+GV_HD GV_INLINE void abandon_ticket(WqCounters* wq, std::uint64_t start, std::uint32_t n) {
+  std::uint64_t last = start + n;
+  if (!sync::compare_exchange(&wq->reserved, last, start)) mark_broken(wq, start);
+}
+
+}  // namespace detail
+
+template <Ownership O, class Progress>
 GV_HD GV_INLINE Status wq_reserve(WqCounters* wq, std::uint32_t size, std::uint32_t n,
                                   std::uint64_t& start, Budget budget,
-                                  const std::uint32_t* abort) {
+                                  const std::uint32_t* abort, Progress&& progress) {
   if (n == 0 || n > size) return Status::kInvalidArgument;
+  Status driven = Status::kOk;  // the last progress() result that ended the wait, if one did
   if constexpr (O == Ownership::kExclusive) {
     const std::uint64_t r = wq->owner_next;
     if (r + n > wq->owner_free_to) {
       std::uint64_t done = 0;
       const Status st = sync::bounded_wait(
-          [&] { return r + n - (done = sync::load_acquire(&wq->completed)) <= size; }, budget, abort);
+          [&] {
+            if (r + n - (done = sync::load_acquire(&wq->completed)) <= size) return true;
+            driven = progress();
+            return driven != Status::kOk;
+          },
+          budget, abort);
       if (st != Status::kOk) return st == Status::kTimeout ? Status::kQueueFull : st;
+      if (driven != Status::kOk) return driven;
       wq->owner_free_to = done + size;
     }
     wq->owner_next = r + n;
@@ -24,21 +56,44 @@ GV_HD GV_INLINE Status wq_reserve(WqCounters* wq, std::uint32_t size, std::uint3
     start = r;
     return Status::kOk;
   } else {
+    // The ticket: one atomic, never retried, so no poster waits on another's reservation. It
+    // orders nothing (the space is acquired from `completed`, the turn from `published`).
+    const std::uint64_t r = sync::fetch_add_relaxed(&wq->reserved, std::uint64_t{n});
+    bool behind = false;
     const Status st = sync::bounded_wait(
         [&] {
-          std::uint64_t r = sync::load_relaxed(&wq->reserved);
-          if (r + n - sync::load_acquire(&wq->completed) > size) return false;
-          if (!sync::compare_exchange(&wq->reserved, r, r + n)) return false;
-          start = r;
-          return true;
+          if (r + n - sync::load_acquire(&wq->completed) <= size) return true;
+          if (detail::behind_break(wq, r)) return behind = true;
+          driven = progress();
+          return driven != Status::kOk;
         },
-        budget, abort);
-    return st == Status::kTimeout ? Status::kQueueFull : st;
+        budget, abort, sync::kHostSpinsOnPeers);
+    if (behind) return Status::kQueueBroken;  // broken before us: nothing of ours to undo
+    if (st == Status::kOk && driven == Status::kOk) {
+      start = r;
+      return Status::kOk;
+    }
+    detail::abandon_ticket(wq, r, n);
+    if (st != Status::kOk) return st == Status::kTimeout ? Status::kQueueFull : st;
+    return driven;
   }
+}
+
+template <Ownership O>
+GV_HD GV_INLINE Status wq_reserve(WqCounters* wq, std::uint32_t size, std::uint32_t n,
+                                  std::uint64_t& start, Budget budget,
+                                  const std::uint32_t* abort) {
+  return wq_reserve<O>(wq, size, n, start, budget, abort, detail::NoProgress{});
 }
 
 GV_HD GV_INLINE void wq_start_at(WqCounters* wq, std::uint64_t at) {
   wq->reserved = wq->published = wq->completed = wq->owner_next = wq->owner_free_to = at;
+  wq->broken = 0;
+}
+
+GV_HD GV_INLINE void wq_reopen(WqCounters* wq) {
+  sync::store_relaxed(&wq->reserved, sync::load_relaxed(&wq->published));
+  sync::store_release(&wq->broken, std::uint64_t{0});
 }
 
 template <Ownership O>
@@ -46,8 +101,16 @@ GV_HD GV_INLINE Status wq_wait_turn(WqCounters* wq, std::uint64_t start, const s
   if constexpr (O == Ownership::kExclusive) {
     return Status::kOk;
   } else {
-    return sync::bounded_wait([&] { return sync::load_acquire(&wq->published) == start; },
-                              Budget{}, abort);
+    bool behind = false;
+    const Status st = sync::bounded_wait(
+        [&] {
+          if (sync::load_acquire(&wq->published) == start) return true;
+          return behind = detail::behind_break(wq, start);
+        },
+        Budget{}, abort, sync::kHostSpinsOnPeers);
+    if (behind) return Status::kQueueBroken;
+    if (st != Status::kOk) detail::mark_broken(wq, start);  // our slots will never be published
+    return st;
   }
 }
 
@@ -123,9 +186,9 @@ GV_HD GV_INLINE void sq_ring_doorbell(const QpHandle& qp, std::uint64_t end, std
   dbrec_before_doorbell(qp.doorbell, db, qp.executor);
 }
 
-template <Ownership O>
-GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n,
-                             Budget budget) {
+template <Ownership O, class Progress>
+GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n, Budget budget,
+                             Progress&& progress) {
   if (n == 0) return Status::kInvalidArgument;
   std::uint32_t total = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -133,8 +196,8 @@ GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_
     if (v != Status::kOk) return v;
     total += wqe_bbs(wqe_ds(wrs[i]));
   }
-  std::uint64_t start;
-  Status st = wq_reserve<O>(&qp.state->sq, qp.sq_bbs, total, start, budget, qp.abort);
+  std::uint64_t start = 0;
+  Status st = wq_reserve<O>(&qp.state->sq, qp.sq_bbs, total, start, budget, qp.abort, progress);
   if (st != Status::kOk) return st;
   std::uint64_t pos = start;
   Octoword ctrl{};
@@ -151,14 +214,24 @@ GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_
 }
 
 template <Ownership O>
+GV_HD Status post_send_batch(const QpHandle& qp, const SendWr* wrs, std::uint32_t n, Budget budget) {
+  return post_send_batch<O>(qp, wrs, n, budget, detail::NoProgress{});
+}
+
+template <Ownership O>
 GV_HD GV_INLINE Status post_send(const QpHandle& qp, const SendWr& wr, Budget budget) {
-  return post_send_batch<O>(qp, &wr, 1, budget);
+  return post_send_batch<O>(qp, &wr, 1, budget, detail::NoProgress{});
+}
+
+template <Ownership O, class Progress>
+GV_HD GV_INLINE Status post_send(const QpHandle& qp, const SendWr& wr, Budget budget, Progress&& progress) {
+  return post_send_batch<O>(qp, &wr, 1, budget, progress);
 }
 
 template <Ownership O>
 GV_HD Status post_recv(const QpHandle& qp, const Sge* sgl, std::uint32_t n, Budget budget) {
   if (!handle_ok(qp) || n > qp.max_recv_sge) return Status::kInvalidArgument;
-  std::uint64_t start;
+  std::uint64_t start = 0;
   Status st = wq_reserve<O>(&qp.state->rq, qp.rq_wqes, 1, start, budget, qp.abort);
   if (st != Status::kOk) return st;
   rq_write_wqe(qp, start, sgl, n);

@@ -1,8 +1,11 @@
 // The ib transport: rma operations as verbs work requests on a peer's lanes (queue pairs).
 //
 // Every WQE is signaled, so a lane's CQ says exactly which WQEs are done. Posters reserve
-// send-queue space with the shared (CAS) path of device_api/ib; when the ring is full they drain
-// the CQ themselves, so no progress thread is needed. Draining is a try-lock: one thread at a
+// send-queue space with the shared (ticket) path of device_api/ib; while the ring is full they
+// drain the CQ themselves, so no progress thread is needed. A ticket given up (no room for the
+// endpoint's budget, an abort, a lane error) breaks the lane's queue unless it was the last one
+// taken: the operations queued behind it return kQueueBroken, as does every later one on the
+// lane (World::describe says where it broke). Draining is a try-lock: one thread at a
 // time polls, records the first error with the SQ position it hit, and only then advances
 // LaneState::done, so a waiter that sees its WQE below `done` also sees whether it failed.
 // A block's operations to one peer all use one lane, whose QP executes them in order: that
@@ -32,13 +35,14 @@ GV_HD inline Status ib_progress(const IbLane& L) {
     ib::WqCounters* sq = &L.qp.state->sq;
     for (int i = 0; i < 64; ++i) {
       ib::Completion c;
+      // The failed WQE starts at its wqe_counter widened from the completed counter before the
+      // poll (the oldest WQE still outstanding, within one ring of every other), as the poll does.
+      const std::uint64_t oldest = sync::load_relaxed(&sq->completed);
       const Status st = ib::try_poll_cq<Ownership::kExclusive>(L.cq, c);
       if (st == Status::kEmpty) break;
       if (st != Status::kOk && sync::load_relaxed(&ls->first_bad) == 0) {
-        // The failed WQE starts at the widened wqe_counter (the oldest WQE still outstanding
-        // lies within one ring of the completed counter, as the poll itself assumes).
         const std::uint64_t pos =
-            st == Status::kCompletionError ? ib::widen_below(sync::load_acquire(&sq->reserved) - 1, c.wqe_counter, 16) : 0;
+            st == Status::kCompletionError ? ib::widen(oldest, c.wqe_counter, ib::mlx5::kWqeIndexBits) : 0;
         ls->syndrome = c.syndrome;
         ls->status = static_cast<std::uint32_t>(st);
         sync::store_release(&ls->first_bad, pos + 1);
@@ -85,15 +89,11 @@ GV_HD inline Status ib_post(const Endpoint& ep, const IbLane& L, ib::SendWr wr, 
   if (const Status e = ib_outcome(L, ~std::uint64_t{0}); e != Status::kOk) return e;
   const std::uint32_t bbs = ib::wqe_bbs(ib::wqe_ds(wr));
   std::uint64_t start = 0;
-  const std::uint64_t t0 = sync::now_ns();
-  for (;;) {
-    const Status st = ib::wq_reserve<Ownership::kShared>(&qp.state->sq, qp.sq_bbs, bbs, start, Budget{0}, ep.abort);
-    if (st == Status::kOk) break;
-    if (st != Status::kQueueFull) return st;
-    if (const Status e = ib_progress(L); e != Status::kOk) return e;
-    if (ep.abort != nullptr && sync::load_host_flag(ep.abort) != 0) return Status::kAborted;
-    if (sync::now_ns() - t0 > ep.budget.ns) return Status::kQueueFull;
-  }
+  // While the ring is full the poster drains the CQ itself; a lane error ends the wait.
+  if (const Status st = ib::wq_reserve<Ownership::kShared>(&qp.state->sq, qp.sq_bbs, bbs, start, ep.budget, ep.abort,
+                                                          [&] { return ib_progress(L); });
+      st != Status::kOk)
+    return st;
   ib::Sge slot;
   if (result) {
     slot = ib::Sge{reinterpret_cast<std::uint64_t>(L.results + ib::ring_slot(start, qp.sq_bbs)), wr.sg_list[0].length, L.results_lkey};
