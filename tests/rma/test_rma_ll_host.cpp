@@ -19,56 +19,77 @@ std::uint64_t seed_of(int sender, std::uint32_t round) { return (std::uint64_t(s
 
 // A ring: every rank sends round k to the next rank and receives round k from the one before, in
 // one buffer, for every size 0..kMax with source and destination each at every offset 0..7.
+// Through put_ll/wait_ll; then through an LlChannel per rank (sending to the next, receiving from
+// the one before) between rounds of put_ll/wait_ll on the same buffer: the channel carries on from
+// their sent and credit words, and they carry on after it.
 TEST_P(RmaLlHost, EverySizeAtEveryAlignmentAroundARing) {
   constexpr std::size_t kMax = 41;
-  auto box = alloc<std::byte>(rma::ll_bytes(kMax));
-  auto src = alloc<std::byte>(kMax + 16), out = alloc<std::byte>(kMax + 16);
-  on_ranks([&](int r) {
-    const auto R = static_cast<std::size_t>(r);
-    const int to = (r + 1) % n(), from = (r + n() - 1) % n();
-    std::uint32_t round = 0;
-    for (std::size_t bytes = 0; bytes <= kMax; ++bytes) {
-      for (unsigned align = 0; align < 8; ++align) {
+  for (const bool channel : {false, true}) {
+    auto box = alloc<std::byte>(rma::ll_bytes(kMax));
+    auto src = alloc<std::byte>(kMax + 16), out = alloc<std::byte>(kMax + 16);
+    on_ranks([&](int r) {
+      const auto R = static_cast<std::size_t>(r);
+      const int to = (r + 1) % n(), from = (r + n() - 1) % n();
+      std::uint32_t round = 0;
+      rma::LlChannel<> ch;
+      auto one = [&](std::size_t bytes, unsigned align, bool through_channel) {
         ++round;
         const std::size_t so = align, oo = (align * 5 + bytes) % 8;
         fill(src[R] + so, bytes, seed_of(r, round));
         std::memset(out[R], kPoison, kMax + 16);
-        ASSERT_EQ(rma::put_ll(ep(r), box[R], src[R] + so, bytes, round, to), Status::kOk) << bytes << " B round " << round;
-        ASSERT_EQ(rma::wait_ll(ep(r), box[R], bytes, round, out[R] + oo), Status::kOk) << bytes << " B round " << round;
+        const Status put = through_channel ? ch.put(src[R] + so, bytes, round) : rma::put_ll(ep(r), box[R], src[R] + so, bytes, round, to);
+        ASSERT_EQ(put, Status::kOk) << bytes << " B round " << round;
+        const Status got = through_channel ? ch.wait(out[R] + oo, bytes, round) : rma::wait_ll(ep(r), box[R], bytes, round, out[R] + oo);
+        ASSERT_EQ(got, Status::kOk) << bytes << " B round " << round;
         ASSERT_EQ(first_wrong(out[R] + oo, bytes, seed_of(from, round)), bytes)
             << bytes << " bytes, source offset " << so << ", destination offset " << oo << ", rank " << r;
         ASSERT_EQ(first_not(out[R], oo, kPoison), oo) << "bytes before the destination changed";
-        ASSERT_EQ(first_not(out[R] + oo + bytes, kMax + 16 - oo - bytes, kPoison), kMax + 16 - oo - bytes) << "bytes after the destination changed";
+        ASSERT_EQ(first_not(out[R] + oo + bytes, kMax + 16 - oo - bytes, kPoison), kMax + 16 - oo - bytes)
+            << "bytes after the destination changed";
+      };
+      if (channel) {
+        for (unsigned align = 0; align < 8; ++align) one(5, align, false);
+        ASSERT_EQ(ch.open(ep(r), box[R], kMax, to, from), Status::kOk);
       }
-    }
-  });
+      for (std::size_t bytes = 0; bytes <= kMax; ++bytes)
+        for (unsigned align = 0; align < 8; ++align) one(bytes, align, channel);
+      if (channel)
+        for (unsigned align = 0; align < 8; ++align) one(kMax, align, false);
+    });
+  }
 }
 
 // Rank 0 sends as fast as it can; rank 1 reads slowly at times. The sender waits for every round
-// to be taken: each round arrives whole and in order.
+// to be taken: each round arrives whole and in order. Through put_ll/wait_ll, then through an
+// LlChannel on each side (whose puts never see a credit in a wait: this rank only sends).
 TEST_P(RmaLlHost, SenderRunningAheadWaitsAndNothingIsLost) {
   constexpr std::size_t kMax = 300;
   constexpr std::uint32_t kRounds = 300;
-  auto box = alloc<std::byte>(rma::ll_bytes(kMax));
-  auto src = alloc<std::byte>(kMax), out = alloc<std::byte>(kMax);
   auto size_of = [](std::uint32_t k) { return static_cast<std::size_t>((k * 37u) % (kMax + 1)); };
-  on_ranks([&](int r) {
-    const auto R = static_cast<std::size_t>(r);
-    if (r == 0) {
-      for (std::uint32_t k = 1; k <= kRounds; ++k) {
-        fill(src[R], size_of(k), seed_of(0, k));
-        ASSERT_EQ(rma::put_ll(ep(r), box[R], src[R], size_of(k), k, 1), Status::kOk) << "round " << k;
-      }
-    } else if (r == 1) {
+  for (const bool channel : {false, true}) {
+    auto box = alloc<std::byte>(rma::ll_bytes(kMax));
+    auto src = alloc<std::byte>(kMax), out = alloc<std::byte>(kMax);
+    on_ranks([&](int r) {
+      const auto R = static_cast<std::size_t>(r);
+      if (r > 1) return;
+      rma::LlChannel<> ch;
+      if (channel) ASSERT_EQ(ch.open(ep(r), box[R], kMax, 1 - r, 1 - r), Status::kOk);
       std::mt19937 rng(2611);
       for (std::uint32_t k = 1; k <= kRounds; ++k) {
-        if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-        std::memset(out[R], kPoison, kMax);
-        ASSERT_EQ(rma::wait_ll(ep(r), box[R], size_of(k), k, out[R]), Status::kOk) << "round " << k;
-        ASSERT_EQ(first_wrong(out[R], size_of(k), seed_of(0, k)), size_of(k)) << "round " << k;
+        if (r == 0) {
+          fill(src[R], size_of(k), seed_of(0, k));
+          const Status s = channel ? ch.put(src[R], size_of(k), k) : rma::put_ll(ep(r), box[R], src[R], size_of(k), k, 1);
+          ASSERT_EQ(s, Status::kOk) << "round " << k << (channel ? " (channel)" : "");
+        } else {
+          if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+          std::memset(out[R], kPoison, kMax);
+          const Status s = channel ? ch.wait(out[R], size_of(k), k) : rma::wait_ll(ep(r), box[R], size_of(k), k, out[R]);
+          ASSERT_EQ(s, Status::kOk) << "round " << k << (channel ? " (channel)" : "");
+          ASSERT_EQ(first_wrong(out[R], size_of(k), seed_of(0, k)), size_of(k)) << "round " << k;
+        }
       }
-    }
-  });
+    });
+  }
 }
 
 // A round sent before the last was taken is refused within the budget (kTimeout) and overwrites
@@ -127,71 +148,6 @@ TEST_P(RmaLlHost, BadInputIsRefusedAndSendsNothing) {
     const std::byte* b = box[static_cast<std::size_t>(r)];
     for (std::size_t i = 0; i < rma::ll_bytes(kBytes) + 16; ++i) ASSERT_EQ(b[i], std::byte{0}) << "rank " << r << " byte " << i;
   }
-}
-
-// The same ring through an LlChannel per rank (sending to the next, receiving from the one
-// before), after rounds of put_ll/wait_ll on the same buffer: the channel carries on from their
-// sent and credit words, and put_ll/wait_ll carry on after the channel.
-TEST_P(RmaLlHost, ChannelEverySizeAtEveryAlignmentAroundARingAfterStatelessRounds) {
-  constexpr std::size_t kMax = 41;
-  auto box = alloc<std::byte>(rma::ll_bytes(kMax));
-  auto src = alloc<std::byte>(kMax + 16), out = alloc<std::byte>(kMax + 16);
-  on_ranks([&](int r) {
-    const auto R = static_cast<std::size_t>(r);
-    const int to = (r + 1) % n(), from = (r + n() - 1) % n();
-    std::uint32_t round = 0;
-    auto one = [&](std::size_t bytes, unsigned align, auto&& put, auto&& wait) {
-      ++round;
-      const std::size_t so = align, oo = (align * 5 + bytes) % 8;
-      fill(src[R] + so, bytes, seed_of(r, round));
-      std::memset(out[R], kPoison, kMax + 16);
-      ASSERT_EQ(put(src[R] + so, bytes, round), Status::kOk) << bytes << " B round " << round;
-      ASSERT_EQ(wait(out[R] + oo, bytes, round), Status::kOk) << bytes << " B round " << round;
-      ASSERT_EQ(first_wrong(out[R] + oo, bytes, seed_of(from, round)), bytes)
-          << bytes << " bytes, source offset " << so << ", destination offset " << oo << ", rank " << r;
-      ASSERT_EQ(first_not(out[R], oo, kPoison), oo) << "bytes before the destination changed";
-      ASSERT_EQ(first_not(out[R] + oo + bytes, kMax + 16 - oo - bytes, kPoison), kMax + 16 - oo - bytes)
-          << "bytes after the destination changed";
-    };
-    auto stateless_put = [&](const std::byte* s, std::size_t b, std::uint32_t k) { return rma::put_ll(ep(r), box[R], s, b, k, to); };
-    auto stateless_wait = [&](std::byte* o, std::size_t b, std::uint32_t k) { return rma::wait_ll(ep(r), box[R], b, k, o); };
-    for (unsigned align = 0; align < 8; ++align) one(5, align, stateless_put, stateless_wait);
-    rma::LlChannel<> ch;
-    ASSERT_EQ(ch.open(ep(r), box[R], kMax, to, from), Status::kOk);
-    auto put = [&](const std::byte* s, std::size_t b, std::uint32_t k) { return ch.put(s, b, k); };
-    auto wait = [&](std::byte* o, std::size_t b, std::uint32_t k) { return ch.wait(o, b, k); };
-    for (std::size_t bytes = 0; bytes <= kMax; ++bytes)
-      for (unsigned align = 0; align < 8; ++align) one(bytes, align, put, wait);
-    for (unsigned align = 0; align < 8; ++align) one(kMax, align, stateless_put, stateless_wait);
-  });
-}
-
-// A channel whose peer reads slowly at times: every put waits for the previous round to be
-// taken (its credit was not seen by a wait: this rank only sends), each round arrives whole.
-TEST_P(RmaLlHost, ChannelSenderRunningAheadWaitsAndNothingIsLost) {
-  constexpr std::size_t kMax = 300;
-  constexpr std::uint32_t kRounds = 300;
-  auto box = alloc<std::byte>(rma::ll_bytes(kMax));
-  auto src = alloc<std::byte>(kMax), out = alloc<std::byte>(kMax);
-  auto size_of = [](std::uint32_t k) { return static_cast<std::size_t>((k * 37u) % (kMax + 1)); };
-  on_ranks([&](int r) {
-    const auto R = static_cast<std::size_t>(r);
-    if (r > 1) return;
-    rma::LlChannel<> ch;
-    ASSERT_EQ(ch.open(ep(r), box[R], kMax, 1 - r, 1 - r), Status::kOk);
-    std::mt19937 rng(2612);
-    for (std::uint32_t k = 1; k <= kRounds; ++k) {
-      if (r == 0) {
-        fill(src[R], size_of(k), seed_of(0, k));
-        ASSERT_EQ(ch.put(src[R], size_of(k), k), Status::kOk) << "round " << k;
-      } else {
-        if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-        std::memset(out[R], kPoison, kMax);
-        ASSERT_EQ(ch.wait(out[R], size_of(k), k), Status::kOk) << "round " << k;
-        ASSERT_EQ(first_wrong(out[R], size_of(k), seed_of(0, k)), size_of(k)) << "round " << k;
-      }
-    }
-  });
 }
 
 // The channel refuses what put_ll/wait_ll refuse, plus messages over its size, a round from
