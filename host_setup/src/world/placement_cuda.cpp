@@ -135,7 +135,7 @@ class GpuSpace final : public Space {
 class CudaHeap final : public HeapPlacement {
  public:
   CudaHeap(std::size_t bytes, Space& memory, bool ipc)
-      : HeapPlacement(static_cast<std::byte*>(memory.alloc(bytes, "the heap")), bytes, memory) {
+      : HeapPlacement(static_cast<std::byte*>(memory.alloc(gpu_heap_allocation(bytes, ipc), "the heap")), bytes, memory) {
     if (ipc) exp_ = memory.export_ipc(base_, bytes);
   }
   ~CudaHeap() override { memory_.free(base_); }

@@ -95,6 +95,11 @@ PeerHeaps::~PeerHeaps() {
   for (const Mapping& m : shared_) unmap_shared_file(m);
 }
 
+std::size_t gpu_heap_allocation(std::size_t bytes, bool ipc) {
+  constexpr std::size_t kLargePage = std::size_t{2} << 20;
+  return ipc ? (bytes + kLargePage - 1) & ~(kLargePage - 1) : bytes;
+}
+
 #if !GPUVERBS_HAVE_CUDA
 int gpu_count() { return 0; }
 void use_gpu(int, unsigned char*) { throw Error("World: gpuverbs was built without CUDA"); }
