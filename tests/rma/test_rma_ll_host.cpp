@@ -73,7 +73,9 @@ TEST_P(RmaLlHost, SenderRunningAheadWaitsAndNothingIsLost) {
       const auto R = static_cast<std::size_t>(r);
       if (r > 1) return;
       rma::LlChannel<> ch;
-      if (channel) ASSERT_EQ(ch.open(ep(r), box[R], kMax, 1 - r, 1 - r), Status::kOk);
+      if (channel) {
+        ASSERT_EQ(ch.open(ep(r), box[R], kMax, 1 - r, 1 - r), Status::kOk);
+      }
       std::mt19937 rng(2611);
       for (std::uint32_t k = 1; k <= kRounds; ++k) {
         if (r == 0) {
