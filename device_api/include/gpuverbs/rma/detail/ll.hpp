@@ -114,12 +114,12 @@ GV_HD GV_INLINE void ll_send_words(std::uint64_t* words, const unsigned char* s,
 
 /// This member's part of receiving round seq: the header (every member watches it: it says how
 /// the data travelled) and this member's data words, polled a batch at a time, copied to out.
-/// `header` gets the header word. With `credit_at`, the leader also loads that word in every
-/// poll and `credit` gets its value from the last one (an LlChannel's credit, free of a round trip).
+/// `header` gets the header word. With `credit`, the leader also loads this copy's credit word
+/// in every poll and `credit` gets its value from the last one (an LlChannel's credit, free of a
+/// round trip).
 template <class G>
 GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std::size_t n, std::uint32_t seq,
-                               unsigned char* out, std::uint64_t& header, const std::uint64_t* credit_at = nullptr,
-                               std::uint64_t* credit = nullptr) {
+                               unsigned char* out, std::uint64_t& header, std::uint64_t* credit = nullptr) {
   const std::uint64_t* hdr = buf + 2;
   const std::uint64_t* words = buf + 3;
   const std::uint32_t count = ll_count(n), me = G::index(), cnt = G::count();
@@ -135,7 +135,7 @@ GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std
     const Status s = sync::bounded_wait(
         [&] {
           h = load_word(hdr);
-          if (credit_at != nullptr && me == 0) *credit = load_word(credit_at);
+          if (credit != nullptr && me == 0) *credit = load_word(buf);
 #if !GV_DEVICE_PASS
           // Host ranks read the words only once the header says they are words: over ib the
           // area holds packed bytes the engine writes (a race ThreadSanitizer would report).
@@ -236,16 +236,23 @@ GV_HD Status put_ll(const Endpoint& ep, void* dst, const void* src, std::size_t 
 
 namespace detail {
 /// wait_ll after its argument checks; `from` >= 0 refuses (kInvalidPe) a round another PE sent.
+/// `back`: the sender's copy in this address space when the caller knows it (an LlChannel over
+/// p2p), else found from the header; `credit` as for ll_receive.
 template <class G>
 GV_HD Status ll_wait(const Endpoint& ep, const void* buf, std::uint64_t off, std::size_t n, std::uint32_t seq,
-                     void* out, int from) {
+                     void* out, int from, std::uint64_t* back = nullptr, std::uint64_t* credit = nullptr) {
   std::uint64_t header = 0;
-  Status mine = ll_receive<G>(ep, static_cast<const std::uint64_t*>(buf), n, seq, static_cast<unsigned char*>(out), header);
+  Status mine = ll_receive<G>(ep, static_cast<const std::uint64_t*>(buf), n, seq, static_cast<unsigned char*>(out),
+                              header, credit);
   const int sender = static_cast<int>(static_cast<std::uint32_t>(header) & ~kLlPacked);
   if (mine == Status::kOk && from >= 0 && sender != from) mine = Status::kInvalidPe;
   // Every member's loads are done (a group-wide sync): the sender may overwrite the buffer.
   const Status worst = group_worst<G>(mine);
   if (worst != Status::kOk) return worst;
+  if (back != nullptr) {
+    if (G::index() == 0) store_word(back, std::uint64_t{seq});
+    return Status::kOk;
+  }
   return on_leader<G>([&] {
     Route back;
     if (!route(ep, sender, back)) return Status::kInvalidPe;
@@ -331,17 +338,11 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
 template <class G>
 GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
   if (ep_ == nullptr || seq == 0 || n > max_ || (n != 0 && out == nullptr)) return Status::kInvalidArgument;
-  if (back_ == nullptr)
-    return detail::ll_wait<G>(*ep_, mine_, reinterpret_cast<std::uintptr_t>(mine_) - reinterpret_cast<std::uintptr_t>(ep_->heap), n, seq, out, from_);
-  std::uint64_t header = 0, credit = credit_;
-  Status s = detail::ll_receive<G>(*ep_, mine_, n, seq, static_cast<unsigned char*>(out), header, mine_, &credit);
-  if (s == Status::kOk && static_cast<int>(static_cast<std::uint32_t>(header)) != from_) s = Status::kInvalidPe;
-  // Every member's loads are done (a group-wide sync): the peer may overwrite the buffer.
-  const Status worst = detail::group_worst<G>(s);
-  if (worst != Status::kOk) return worst;
-  if (G::index() == 0) detail::store_word(back_, std::uint64_t{seq});
-  credit_ = G::from_leader(static_cast<std::uint32_t>(credit));
-  return Status::kOk;
+  const std::uint64_t off = reinterpret_cast<std::uintptr_t>(mine_) - reinterpret_cast<std::uintptr_t>(ep_->heap);
+  std::uint64_t credit = credit_;
+  const Status s = detail::ll_wait<G>(*ep_, mine_, off, n, seq, out, from_, back_, back_ != nullptr ? &credit : nullptr);
+  if (s == Status::kOk && back_ != nullptr) credit_ = G::from_leader(static_cast<std::uint32_t>(credit));
+  return s;
 }
 
 }  // namespace gv::rma
