@@ -11,6 +11,7 @@ extern "C" __global__ void gv_pin_ll_send(std::uint64_t* buf, const unsigned cha
 
 extern "C" __global__ void gv_pin_ll_receive(__grid_constant__ const gv::rma::Endpoint ep, const std::uint64_t* buf,
                                              std::size_t n, std::uint32_t seq, unsigned char* out, std::uint64_t* header) {
-  std::uint64_t h = 0;
-  if (gv::rma::detail::ll_receive<gv::rma::Thread>(ep, buf, n, seq, out, h) == gv::Status::kOk) *header = h;
+  std::uint64_t h = 0, credit = 0;
+  if (gv::rma::detail::ll_receive<gv::rma::Thread, true>(ep.budget, ep.abort, buf, n, seq, out, h, credit) == gv::Status::kOk)
+    *header = h ^ credit;
 }

@@ -95,8 +95,12 @@ class LlChannel {
   std::uint64_t* mine_ = nullptr;    ///< this rank's copy
   std::uint64_t* theirs_ = nullptr;  ///< to's copy in this address space (p2p); null over ib
   std::uint64_t* back_ = nullptr;    ///< from's copy in this address space (p2p); null over ib
+  const std::uint32_t* aborted_ = nullptr;  ///< this rank's abort word (in its heap)
+  const std::uint32_t* abort_ = nullptr;    ///< the endpoint's host abort flag (waits)
+  Budget budget_{};                         ///< the endpoint's wait bound
   std::size_t max_ = 0;
   int to_ = -1, from_ = -1;
+  std::uint32_t rank_ = 0;  ///< this rank (the header word's sender)
   std::uint32_t sent_ = 0;    ///< the last round sent (the sent word)
   std::uint32_t credit_ = 0;  ///< the credit word as last read: the peer took round credit_
 };

@@ -114,51 +114,52 @@ GV_HD GV_INLINE void ll_send_words(std::uint64_t* words, const unsigned char* s,
 
 /// This member's part of receiving round seq: the header (every member watches it: it says how
 /// the data travelled) and this member's data words, polled a batch at a time, copied to out.
-/// `header` gets the header word. With `credit`, the leader also loads this copy's credit word
-/// in every poll and `credit` gets its value from the last one (an LlChannel's credit, free of a
-/// round trip).
-template <class G>
-GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std::size_t n, std::uint32_t seq,
-                               unsigned char* out, std::uint64_t& header, std::uint64_t* credit = nullptr) {
+/// `header` gets the header word. With kCredit the leader also loads this copy's credit word in
+/// every poll and `credit` gets its value from the last one (an LlChannel's credit, free of a
+/// round trip); without it `credit` is untouched. `budget` and `abort` bound the wait as an
+/// Endpoint's do.
+template <class G, bool kCredit = false>
+GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
+                               std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit) {
   const std::uint64_t* hdr = buf + 2;
   const std::uint64_t* words = buf + 3;
   const std::uint32_t count = ll_count(n), me = G::index(), cnt = G::count();
   std::uint64_t h = 0;
-  bool packed = false;
   std::uint32_t k0 = me;
   do {
-    // Every poll loads the header and the whole batch, straight-line. The version that loaded
-    // only the words not yet seen (each load behind a branch on the last poll's value) spent
-    // ~0.11 us per word of a thread's batch on an H100 (2026-11-26), as if each load waited for
-    // the one before; a raw poll of straight-line loads did not.
+    // Every poll issues all its loads (the header, the credit, the whole batch) before it looks
+    // at any of them. The version that loaded only the words not yet seen (each load behind a
+    // branch on the last poll's value) spent ~0.11 us per word of a thread's batch on an H100;
+    // one that stored the credit through a pointer between the loads made each poll three round
+    // trips, header, credit, words, one after another (ncu on an H200, 2026-11-26).
     std::uint64_t w[kLlBatch<G>] = {};
     const Status s = sync::bounded_wait(
         [&] {
           h = load_word(hdr);
-          if (credit != nullptr && me == 0) *credit = load_word(buf);
 #if !GV_DEVICE_PASS
           // Host ranks read the words only once the header says they are words: over ib the
           // area holds packed bytes the engine writes (a race ThreadSanitizer would report).
           if (ll_seq(h) != seq) return false;
 #endif
+          if constexpr (kCredit) {
+            if (me == 0) credit = load_word(buf);
+          }
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
           for (unsigned j = 0; j < kLlBatch<G>; ++j)
             if (k0 + j * cnt < count) w[j] = load_word(words + k0 + j * cnt);
-          packed = ll_seq(h) == seq && (static_cast<std::uint32_t>(h) & kLlPacked) != 0;
-          if (packed) return true;
-          bool all = ll_seq(h) == seq;
+          bool all = true;
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
           for (unsigned j = 0; j < kLlBatch<G>; ++j)
             if (k0 + j * cnt < count) all = all && ll_seq(w[j]) == seq;
-          return all;
+          return ll_seq(h) == seq && (all || (static_cast<std::uint32_t>(h) & kLlPacked) != 0);
         },
-        ep.budget, ep.abort);
+        budget, abort);
     if (s != Status::kOk) return s;
-    if (packed) break;
+    if ((static_cast<std::uint32_t>(h) & kLlPacked) != 0) break;
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
@@ -166,7 +167,7 @@ GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std
       if (k0 + j * cnt < count) ll_scatter(out, n, k0 + j * cnt, static_cast<std::uint32_t>(w[j]));
     k0 += kLlBatch<G> * cnt;
   } while (k0 < count);
-  if (packed) {
+  if ((static_cast<std::uint32_t>(h) & kLlPacked) != 0) {
     // Over ib the header is a signal after the data: acquire it as wait_until does, then copy.
     (void)signal_seen_before_data(hdr);
     group_copy<G>(out, words, n);
@@ -177,15 +178,15 @@ GV_HD inline Status ll_receive(const Endpoint& ep, const std::uint64_t* buf, std
 
 /// The leader's wait (bounded) until the receiver has taken round `sent` (credit == sent), from
 /// the words already loaded; both come back as last loaded.
-GV_HD GV_INLINE Status ll_wait_credit(const Endpoint& ep, const std::uint64_t* mine, std::uint64_t& credit,
-                                      std::uint64_t& sent) {
+GV_HD GV_INLINE Status ll_wait_credit(Budget budget, const std::uint32_t* abort, const std::uint64_t* mine,
+                                      std::uint64_t& credit, std::uint64_t& sent) {
   if (credit == sent) return Status::kOk;
   return sync::bounded_wait(
       [&] {
         ll_load_credit(mine, credit, sent);
         return credit == sent;
       },
-      ep.budget, ep.abort);
+      budget, abort);
 }
 
 /// Round seq over p2p: the data words and the header into the peer's copy `theirs`, then, once
@@ -218,7 +219,7 @@ GV_HD Status put_ll(const Endpoint& ep, void* dst, const void* src, std::size_t 
     std::uint64_t credit = 0, sent = 0;
     detail::ll_load_credit(mine, credit, sent);
     if (raised != 0) return Status::kAborted;
-    const Status s = detail::ll_wait_credit(ep, mine, credit, sent);
+    const Status s = detail::ll_wait_credit(ep.budget, ep.abort, mine, credit, sent);
     if (s != Status::kOk) return s;
     return sent == seq ? Status::kInvalidArgument : Status::kOk;
   });
@@ -235,24 +236,28 @@ GV_HD Status put_ll(const Endpoint& ep, void* dst, const void* src, std::size_t 
 }
 
 namespace detail {
-/// wait_ll after its argument checks; `from` >= 0 refuses (kInvalidPe) a round another PE sent.
-/// `back`: the sender's copy in this address space when the caller knows it (an LlChannel over
-/// p2p), else found from the header; `credit` as for ll_receive.
+/// The end of a receive that every member of the group takes part in: the round's sender checked
+/// against `from` (>= 0: kInvalidPe for a round another PE sent), then every member's status
+/// behind one group-wide sync, after which every member's loads are done and the sender may
+/// overwrite the buffer. kOk or the worst status of the group.
 template <class G>
-GV_HD Status ll_wait(const Endpoint& ep, const void* buf, std::uint64_t off, std::size_t n, std::uint32_t seq,
-                     void* out, int from, std::uint64_t* back = nullptr, std::uint64_t* credit = nullptr) {
-  std::uint64_t header = 0;
-  Status mine = ll_receive<G>(ep, static_cast<const std::uint64_t*>(buf), n, seq, static_cast<unsigned char*>(out),
-                              header, credit);
+GV_HD GV_INLINE Status ll_received(Status mine, std::uint64_t header, int from) {
   const int sender = static_cast<int>(static_cast<std::uint32_t>(header) & ~kLlPacked);
   if (mine == Status::kOk && from >= 0 && sender != from) mine = Status::kInvalidPe;
-  // Every member's loads are done (a group-wide sync): the sender may overwrite the buffer.
-  const Status worst = group_worst<G>(mine);
+  return group_worst<G>(mine);
+}
+
+/// wait_ll after its argument checks; `from` as for ll_received. The credit goes back to the
+/// sender the header names, wherever it is.
+template <class G>
+GV_HD Status ll_wait(const Endpoint& ep, const void* buf, std::uint64_t off, std::size_t n, std::uint32_t seq,
+                     void* out, int from) {
+  std::uint64_t header = 0, unused = 0;
+  const Status worst = ll_received<G>(ll_receive<G>(ep.budget, ep.abort, static_cast<const std::uint64_t*>(buf), n, seq,
+                                                    static_cast<unsigned char*>(out), header, unused),
+                                      header, from);
   if (worst != Status::kOk) return worst;
-  if (back != nullptr) {
-    if (G::index() == 0) store_word(back, std::uint64_t{seq});
-    return Status::kOk;
-  }
+  const int sender = static_cast<int>(static_cast<std::uint32_t>(header) & ~kLlPacked);
   return on_leader<G>([&] {
     Route back;
     if (!route(ep, sender, back)) return Status::kInvalidPe;
@@ -301,9 +306,15 @@ GV_HD Status LlChannel<G>::open(const Endpoint& ep, void* buf, std::size_t n, in
   mine_ = mine;
   theirs_ = peer.ib ? nullptr : reinterpret_cast<std::uint64_t*>(peer.base + off);
   back_ = back.ib ? nullptr : reinterpret_cast<std::uint64_t*>(back.base + off);
+  // What the p2p rounds read of the endpoint, copied (the endpoint is often a kernel parameter
+  // reached through a generic pointer: a load each time, and the header store waited for one).
+  aborted_ = &reinterpret_cast<const Reserved*>(ep.heap)->aborted;
+  abort_ = ep.abort;
+  budget_ = ep.budget;
   max_ = n;
   to_ = to;
   from_ = from;
+  rank_ = static_cast<std::uint32_t>(ep.rank);
   sent_ = w.sent;
   credit_ = w.credit;
   return Status::kOk;
@@ -315,8 +326,8 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
   if (theirs_ == nullptr) return put_ll<G>(*ep_, mine_, src, n, seq, to_);
   if (seq == sent_) return Status::kInvalidArgument;
   // The abort word as locate_p2p_later reads it: on the host before anything moves, on the GPU
-  // after the stores (abort_after).
-  if (!GV_DEVICE_PASS && detail::aborted(*ep_)) return Status::kAborted;
+  // after the stores.
+  if (!GV_DEVICE_PASS && detail::load_word(aborted_) != 0) return Status::kAborted;
   if (credit_ != sent_) {
     // The last wait() did not see the credit of the last round (or there was none): load it.
     struct Credit {
@@ -324,25 +335,33 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
     };
     const Credit c = detail::on_leader<G>([&] {
       std::uint64_t credit = credit_, sent = sent_;
-      const Status s = detail::ll_wait_credit(*ep_, mine_, credit, sent);
+      const Status s = detail::ll_wait_credit(budget_, abort_, mine_, credit, sent);
       return Credit{static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(credit)};
     });
     if (static_cast<Status>(c.status) != Status::kOk) return static_cast<Status>(c.status);
     credit_ = c.credit;
   }
-  detail::ll_send_p2p<G>(theirs_, mine_, src, n, seq, static_cast<std::uint32_t>(ep_->rank));
+  detail::ll_send_p2p<G>(theirs_, mine_, src, n, seq, rank_);
   sent_ = seq;
-  return detail::on_leader<G>([&] { return detail::abort_after(*ep_); });
+  return detail::on_leader<G>(
+      [&] { return GV_DEVICE_PASS && detail::load_word(aborted_) != 0 ? Status::kAborted : Status::kOk; });
 }
 
 template <class G>
 GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
   if (ep_ == nullptr || seq == 0 || n > max_ || (n != 0 && out == nullptr)) return Status::kInvalidArgument;
-  const std::uint64_t off = reinterpret_cast<std::uintptr_t>(mine_) - reinterpret_cast<std::uintptr_t>(ep_->heap);
-  std::uint64_t credit = credit_;
-  const Status s = detail::ll_wait<G>(*ep_, mine_, off, n, seq, out, from_, back_, back_ != nullptr ? &credit : nullptr);
-  if (s == Status::kOk && back_ != nullptr) credit_ = G::from_leader(static_cast<std::uint32_t>(credit));
-  return s;
+  if (back_ == nullptr) {
+    const std::uint64_t off = reinterpret_cast<std::uintptr_t>(mine_) - reinterpret_cast<std::uintptr_t>(ep_->heap);
+    return detail::ll_wait<G>(*ep_, mine_, off, n, seq, out, from_);
+  }
+  std::uint64_t header = 0, credit = credit_;
+  const Status s = detail::ll_received<G>(
+      detail::ll_receive<G, true>(budget_, abort_, mine_, n, seq, static_cast<unsigned char*>(out), header, credit),
+      header, from_);
+  if (s != Status::kOk) return s;
+  if (G::index() == 0) detail::store_word(back_, std::uint64_t{seq});
+  credit_ = G::from_leader(static_cast<std::uint32_t>(credit));
+  return Status::kOk;
 }
 
 }  // namespace gv::rma
