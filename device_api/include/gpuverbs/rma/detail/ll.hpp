@@ -253,9 +253,9 @@ template <class G>
 GV_HD Status ll_wait(const Endpoint& ep, const void* buf, std::uint64_t off, std::size_t n, std::uint32_t seq,
                      void* out, int from) {
   std::uint64_t header = 0, unused = 0;
-  const Status worst = ll_received<G>(ll_receive<G>(ep.budget, ep.abort, static_cast<const std::uint64_t*>(buf), n, seq,
-                                                    static_cast<unsigned char*>(out), header, unused),
-                                      header, from);
+  const Status mine = ll_receive<G>(ep.budget, ep.abort, static_cast<const std::uint64_t*>(buf), n, seq,
+                                    static_cast<unsigned char*>(out), header, unused);
+  const Status worst = ll_received<G>(mine, header, from);  // header as ll_receive left it
   if (worst != Status::kOk) return worst;
   const int sender = static_cast<int>(static_cast<std::uint32_t>(header) & ~kLlPacked);
   return on_leader<G>([&] {
@@ -355,9 +355,9 @@ GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
     return detail::ll_wait<G>(*ep_, mine_, off, n, seq, out, from_);
   }
   std::uint64_t header = 0, credit = credit_;
-  const Status s = detail::ll_received<G>(
-      detail::ll_receive<G, true>(budget_, abort_, mine_, n, seq, static_cast<unsigned char*>(out), header, credit),
-      header, from_);
+  const Status got =
+      detail::ll_receive<G, true>(budget_, abort_, mine_, n, seq, static_cast<unsigned char*>(out), header, credit);
+  const Status s = detail::ll_received<G>(got, header, from_);
   if (s != Status::kOk) return s;
   if (G::index() == 0) detail::store_word(back_, std::uint64_t{seq});
   credit_ = G::from_leader(static_cast<std::uint32_t>(credit));
