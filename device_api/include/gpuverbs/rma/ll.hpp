@@ -101,6 +101,7 @@ class LlChannel {
   std::size_t max_ = 0;
   int to_ = -1, from_ = -1;
   std::uint32_t rank_ = 0;  ///< this rank (the header word's sender)
+  std::uint32_t turns_ = 0;  ///< which shared slot the next put (bit 0) and wait (bit 1) use
   std::uint32_t sent_ = 0;    ///< the last round sent (the sent word)
   std::uint32_t credit_ = 0;  ///< the credit word as last read: the peer took round credit_
 };

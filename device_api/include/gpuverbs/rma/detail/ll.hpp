@@ -67,16 +67,26 @@ GV_HD GV_INLINE void ll_load_credit(const std::uint64_t* p, std::uint64_t& credi
 }
 
 /// The worst status of the group's members (kOk unless one failed); a group-wide sync point.
-template <class G>
-GV_HD GV_INLINE Status group_worst(Status s) {
+/// `value` becomes the leader's on every member, published by the same sync (a block's first
+/// barrier: one barrier in all when every member is kOk, where group_worst and from_leader took
+/// three). A call site (kSite) alternates between two slots (`turn`, which the caller flips on
+/// every call): a slot is written again only after the next call's sync, which every member
+/// reaches after it has read the slot.
+template <class G, int kSite = 0>
+GV_HD GV_INLINE Status group_worst(Status s, std::uint32_t* value = nullptr, unsigned turn = 0) {
 #if GV_DEVICE_PASS
   if constexpr (std::is_same_v<G, Warp>) {
+    if (value != nullptr) *value = __shfl_sync(0xffffffffu, *value, 0);
     if (!__any_sync(0xffffffffu, s != Status::kOk)) return Status::kOk;
     auto w = static_cast<std::uint32_t>(s);
     for (int d = 16; d > 0; d /= 2) w = max(w, __shfl_xor_sync(0xffffffffu, w, d));
     return static_cast<Status>(w);
   } else if constexpr (std::is_same_v<G, Block>) {
-    if (!__syncthreads_or(s != Status::kOk)) return Status::kOk;
+    __shared__ std::uint32_t shared[2];
+    if (value != nullptr && G::index() == 0) shared[turn & 1u] = *value;
+    const bool failed = __syncthreads_or(s != Status::kOk);
+    if (value != nullptr) *value = shared[turn & 1u];
+    if (!failed) return Status::kOk;
     __shared__ std::uint32_t worst;
     if (G::index() == 0) worst = 0;
     __syncthreads();
@@ -87,7 +97,27 @@ GV_HD GV_INLINE Status group_worst(Status s) {
     return w;
   }
 #endif
+  (void)value;
+  (void)turn;
   return s;
+}
+
+/// Every member syncs with the group and gets the leader's `v`: one barrier for a block (where
+/// a sync and from_leader take three), a shuffle for a warp. Slots as group_worst's (kSite, turn).
+template <class G, int kSite>
+GV_HD GV_INLINE std::uint32_t sync_share(std::uint32_t v, unsigned turn) {
+#if GV_DEVICE_PASS
+  if constexpr (std::is_same_v<G, Block>) {
+    __shared__ std::uint32_t slot[2];
+    if (G::index() == 0) slot[turn & 1u] = v;
+    __syncthreads();
+    return slot[turn & 1u];
+  } else if constexpr (std::is_same_v<G, Warp>) {
+    return __shfl_sync(0xffffffffu, v, 0);
+  }
+#endif
+  (void)turn;
+  return v;
 }
 
 /// This member's data words of round seq, each stored whole with its flag. Four source words
@@ -240,11 +270,13 @@ namespace detail {
 /// against `from` (>= 0: kInvalidPe for a round another PE sent), then every member's status
 /// behind one group-wide sync, after which every member's loads are done and the sender may
 /// overwrite the buffer. kOk or the worst status of the group.
-template <class G>
-GV_HD GV_INLINE Status ll_received(Status mine, std::uint64_t header, int from) {
+/// `value`, kSite, turn: as group_worst's.
+template <class G, int kSite = 0>
+GV_HD GV_INLINE Status ll_received(Status mine, std::uint64_t header, int from, std::uint32_t* value = nullptr,
+                                   unsigned turn = 0) {
   const int sender = static_cast<int>(static_cast<std::uint32_t>(header) & ~kLlPacked);
   if (mine == Status::kOk && from >= 0 && sender != from) mine = Status::kInvalidPe;
-  return group_worst<G>(mine);
+  return group_worst<G, kSite>(mine, value, turn);
 }
 
 /// wait_ll after its argument checks; `from` as for ll_received. The credit goes back to the
@@ -341,10 +373,19 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
     if (static_cast<Status>(c.status) != Status::kOk) return static_cast<Status>(c.status);
     credit_ = c.credit;
   }
-  detail::ll_send_p2p<G>(theirs_, mine_, src, n, seq, rank_);
+  detail::ll_send_words<G>(theirs_ + 3, static_cast<const unsigned char*>(src), n, seq);
+  std::uint32_t raised = 0;
+  if (G::index() == 0) {
+    detail::store_word(theirs_ + 2, detail::ll_word(rank_, seq));
+    detail::store_word(mine_ + 1, std::uint64_t{seq});
+    if (GV_DEVICE_PASS) raised = detail::load_word(aborted_);  // after the stores, as abort_after
+  }
+  // One group-wide sync: every member has read its part of src, and every member has the
+  // leader's abort word (ll_send_p2p's sync and then from_leader: three barriers in a block).
+  raised = detail::sync_share<G, 1>(raised, turns_);
+  turns_ ^= 1u;
   sent_ = seq;
-  return detail::on_leader<G>(
-      [&] { return GV_DEVICE_PASS && detail::load_word(aborted_) != 0 ? Status::kAborted : Status::kOk; });
+  return raised != 0 ? Status::kAborted : Status::kOk;
 }
 
 template <class G>
@@ -357,10 +398,13 @@ GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
   std::uint64_t header = 0, credit = credit_;
   const Status got =
       detail::ll_receive<G, true>(budget_, abort_, mine_, n, seq, static_cast<unsigned char*>(out), header, credit);
-  const Status s = detail::ll_received<G>(got, header, from_);
+  // The leader's credit reaches every member through the sync that ends the receive.
+  auto credit32 = static_cast<std::uint32_t>(credit);
+  const Status s = detail::ll_received<G, 1>(got, header, from_, &credit32, turns_ >> 1);
+  turns_ ^= 2u;
   if (s != Status::kOk) return s;
   if (G::index() == 0) detail::store_word(back_, std::uint64_t{seq});
-  credit_ = G::from_leader(static_cast<std::uint32_t>(credit));
+  credit_ = credit32;
   return Status::kOk;
 }
 
