@@ -183,8 +183,10 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
-          for (unsigned j = 0; j < kLlBatch<G>; ++j)
-            if (k0 + j * cnt < count) all = all && ll_seq(w[j]) == seq;
+          for (unsigned j = 0; j < kLlBatch<G>; ++j) {
+            if (k0 + j * cnt >= count) break;  // a short message stops here, not after the batch
+            all &= ll_seq(w[j]) == seq;
+          }
           return ll_seq(h) == seq && (all || (static_cast<std::uint32_t>(h) & kLlPacked) != 0);
         },
         budget, abort);
@@ -193,8 +195,10 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
-    for (unsigned j = 0; j < kLlBatch<G>; ++j)
-      if (k0 + j * cnt < count) ll_scatter(out, n, k0 + j * cnt, static_cast<std::uint32_t>(w[j]));
+    for (unsigned j = 0; j < kLlBatch<G>; ++j) {
+      if (k0 + j * cnt >= count) break;
+      ll_scatter(out, n, k0 + j * cnt, static_cast<std::uint32_t>(w[j]));
+    }
     k0 += kLlBatch<G> * cnt;
   } while (k0 < count);
   if ((static_cast<std::uint32_t>(h) & kLlPacked) != 0) {
