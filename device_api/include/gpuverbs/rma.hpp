@@ -36,7 +36,10 @@
 //                                                                              touching nothing (World::check says why);
 //                                                                              on the GPU a p2p operation the abort
 //                                                                              overtakes may still land (its abort
-//                                                                              word is read beside its stores)
+//                                                                              word is read beside its stores), and
+//                                                                              a p2p _nbi call there reads no abort
+//                                                                              word (it waits for nothing): the
+//                                                                              quiet() after it returns kAborted
 //   error CQE (ib)      kCompletionError  the failed WQE and those after it on that lane's later operations return
 //                                         its lane did not execute (the QP    the error; World::describe names QP,
 //                                         is in the error state)               WQE and syndrome

@@ -91,6 +91,12 @@ GV_HD GV_INLINE Status abort_after(const Endpoint& ep) {
   return GV_DEVICE_PASS && aborted(ep) ? Status::kAborted : Status::kOk;
 }
 
+/// abort_after for a call that may not block: a non-blocking p2p operation on the GPU waits for
+/// nothing, so it does not read the abort word (the quiet that completes it does). Read after
+/// every scattered 64-byte put_nbi, the word held each thread for a round trip to memory: the
+/// face's put rate on one H200 15.0 Gmsg/s with it, 17.3 without (NVSHMEM 3.4: 17.2).
+GV_HD GV_INLINE Status abort_after(const Endpoint& ep, bool wait) { return wait ? abort_after(ep) : Status::kOk; }
+
 /// The checks of a wait on a word of this rank's heap: in the heap, naturally aligned, and the
 /// World not aborted.
 template <class T>
@@ -270,7 +276,7 @@ GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std
   if (!peer.ib) {
     group_copy<G>(peer.base + off, src, bytes);
     G::sync();  // every member has read its part: the caller may reuse the source
-    return abort_after(ep);
+    return abort_after(ep, wait);
   }
   G::sync();  // the whole group's source bytes are written before the leader posts
   return on_leader<G>([&] {
@@ -292,7 +298,7 @@ GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std
   if (!peer.ib) {
     group_copy<G>(dst, peer.base + off, bytes);
     G::sync();  // every member's part has arrived
-    return abort_after(ep);
+    return abort_after(ep, wait);
   }
   st = on_leader<G>([&] {
     const IbLane& L = lane_for(*peer.ib, G::queue_hint());
@@ -322,7 +328,7 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
       if (op == SignalOp::kSet) signal_set_release(s, value);
       else signal_add_release(s, value);
     }
-    return abort_after(ep);
+    return abort_after(ep, wait);
   }
   G::sync();
   return on_leader<G>([&] {
