@@ -37,6 +37,13 @@ GV_HD GV_INLINE constexpr std::uint64_t ll_word(std::uint32_t data, std::uint32_
   return (std::uint64_t{seq} << 32) | data;
 }
 GV_HD GV_INLINE constexpr std::uint32_t ll_seq(std::uint64_t w) { return static_cast<std::uint32_t>(w >> 32); }
+/// What a header word says: the PE that sent the round, and whether its data travelled packed.
+GV_HD GV_INLINE constexpr int ll_sender(std::uint64_t header) {
+  return static_cast<int>(static_cast<std::uint32_t>(header) & ~kLlPacked);
+}
+GV_HD GV_INLINE constexpr bool ll_packed(std::uint64_t header) {
+  return (static_cast<std::uint32_t>(header) & kLlPacked) != 0;
+}
 
 /// Data words of an n-byte message (n <= kLlMaxBytes, so they count in 32 bits). Word indices
 /// are 32-bit: a bound check is one compare instead of a 64-bit compare's two.
@@ -187,11 +194,11 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
             if (k0 + j * cnt >= count) break;  // a short message stops here, not after the batch
             all &= ll_seq(w[j]) == seq;
           }
-          return ll_seq(h) == seq && (all || (static_cast<std::uint32_t>(h) & kLlPacked) != 0);
+          return ll_seq(h) == seq && (all || ll_packed(h));
         },
         budget, abort);
     if (s != Status::kOk) return s;
-    if ((static_cast<std::uint32_t>(h) & kLlPacked) != 0) break;
+    if (ll_packed(h)) break;
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
@@ -201,7 +208,7 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
     }
     k0 += kLlBatch<G> * cnt;
   } while (k0 < count);
-  if ((static_cast<std::uint32_t>(h) & kLlPacked) != 0) {
+  if (ll_packed(h)) {
     // Over ib the header is a signal after the data: acquire it as wait_until does, then copy.
     (void)signal_seen_before_data(hdr);
     group_copy<G>(out, words, n);
@@ -223,15 +230,17 @@ GV_HD GV_INLINE Status ll_wait_credit(Budget budget, const std::uint32_t* abort,
       budget, abort);
 }
 
-/// Round seq over p2p: the data words and the header into the peer's copy `theirs`, then, once
-/// every member has read its part of src, the sent word of this rank's copy `mine`.
+/// Round seq over p2p: the data words and the header into the peer's copy `theirs`, and the sent
+/// word of this rank's copy `mine` (read only by this rank's later calls). The caller syncs the
+/// group after it: until then a member may still be reading its part of src.
 template <class G>
 GV_HD GV_INLINE void ll_send_p2p(std::uint64_t* theirs, std::uint64_t* mine, const void* src, std::size_t n,
                                  std::uint32_t seq, std::uint32_t from) {
   ll_send_words<G>(theirs + 3, static_cast<const unsigned char*>(src), n, seq);
-  if (G::index() == 0) store_word(theirs + 2, ll_word(from, seq));
-  G::sync();
-  if (G::index() == 0) store_word(mine + 1, std::uint64_t{seq});
+  if (G::index() == 0) {
+    store_word(theirs + 2, ll_word(from, seq));
+    store_word(mine + 1, std::uint64_t{seq});
+  }
 }
 
 }  // namespace detail
@@ -261,6 +270,7 @@ GV_HD Status put_ll(const Endpoint& ep, void* dst, const void* src, std::size_t 
   const std::uint32_t from = static_cast<std::uint32_t>(ep.rank);
   if (!peer.ib) {
     detail::ll_send_p2p<G>(reinterpret_cast<std::uint64_t*>(peer.base + off), mine, src, n, seq, from);
+    G::sync();  // every member has read its part of src
     return Status::kOk;
   }
   st = detail::put_signal_impl<G>(ep, static_cast<std::byte*>(dst) + kLlHeaderBytes, src, n, mine + 2,
@@ -278,8 +288,7 @@ namespace detail {
 template <class G, int kSite = 0>
 GV_HD GV_INLINE Status ll_received(Status mine, std::uint64_t header, int from, std::uint32_t* value = nullptr,
                                    unsigned turn = 0) {
-  const int sender = static_cast<int>(static_cast<std::uint32_t>(header) & ~kLlPacked);
-  if (mine == Status::kOk && from >= 0 && sender != from) mine = Status::kInvalidPe;
+  if (mine == Status::kOk && from >= 0 && ll_sender(header) != from) mine = Status::kInvalidPe;
   return group_worst<G, kSite>(mine, value, turn);
 }
 
@@ -293,7 +302,7 @@ GV_HD Status ll_wait(const Endpoint& ep, const void* buf, std::uint64_t off, std
                                     static_cast<unsigned char*>(out), header, unused);
   const Status worst = ll_received<G>(mine, header, from);  // header as ll_receive left it
   if (worst != Status::kOk) return worst;
-  const int sender = static_cast<int>(static_cast<std::uint32_t>(header) & ~kLlPacked);
+  const int sender = ll_sender(header);
   return on_leader<G>([&] {
     Route back;
     if (!route(ep, sender, back)) return Status::kInvalidPe;
@@ -377,15 +386,12 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
     if (static_cast<Status>(c.status) != Status::kOk) return static_cast<Status>(c.status);
     credit_ = c.credit;
   }
-  detail::ll_send_words<G>(theirs_ + 3, static_cast<const unsigned char*>(src), n, seq);
+  detail::ll_send_p2p<G>(theirs_, mine_, src, n, seq, rank_);
   std::uint32_t raised = 0;
-  if (G::index() == 0) {
-    detail::store_word(theirs_ + 2, detail::ll_word(rank_, seq));
-    detail::store_word(mine_ + 1, std::uint64_t{seq});
-    if (GV_DEVICE_PASS) raised = detail::load_word(aborted_);  // after the stores, as abort_after
-  }
+  // After the stores, as abort_after.
+  if (GV_DEVICE_PASS && G::index() == 0) raised = detail::load_word(aborted_);
   // One group-wide sync: every member has read its part of src, and every member has the
-  // leader's abort word (ll_send_p2p's sync and then from_leader: three barriers in a block).
+  // leader's abort word (a sync and then from_leader would be three barriers in a block).
   raised = detail::sync_share<G, 1>(raised, turns_);
   turns_ ^= 1u;
   sent_ = seq;
