@@ -24,21 +24,26 @@ struct Route {
   const Peer* ib = nullptr;
 };
 
-/// The route to `pe`; false when it is out of range or unreachable. Near direct peers cost no
-/// memory read (Endpoint::near).
-GV_HD GV_INLINE bool route(const Endpoint& ep, int pe, Route& r) {
+/// Peer pe's heap in this address space when pe is a near direct peer (Endpoint::near: kSelf,
+/// kP2p below kNearPeers), else null. No branches and no memory read: the index is masked into
+/// the array and the entry kept only when the PE is valid (each compare a branch of its own cost
+/// ~10 cycles apiece on the critical path of a ping-pong).
+GV_HD GV_INLINE std::byte* near_peer(const Endpoint& ep, int pe) {
   static_assert((kNearPeers & (kNearPeers - 1)) == 0, "the near index is masked, not compared");
   const auto q = static_cast<std::uint32_t>(pe);
-  const bool valid = (ep.version == kEndpointVersion) & (q < ep.size);
-  // A near peer in one branch: the index masked into the array, the entry used only when the
-  // PE is valid and below kNearPeers (each compare a branch of its own cost ~10 cycles apiece on
-  // the critical path of a ping-pong).
   std::byte* const near = ep.near[q & (kNearPeers - 1)];
-  if (valid & (q < kNearPeers) & (near != nullptr)) {
+  return (ep.version == kEndpointVersion) & (q < ep.size) & (q < kNearPeers) ? near : nullptr;
+}
+
+/// The route to `pe`; false when it is out of range or unreachable. Near direct peers cost no
+/// memory read (near_peer).
+GV_HD GV_INLINE bool route(const Endpoint& ep, int pe, Route& r) {
+  if (std::byte* const near = near_peer(ep, pe)) {
     r = Route{near, nullptr};
     return true;
   }
-  if (!valid) return false;
+  const auto q = static_cast<std::uint32_t>(pe);
+  if ((ep.version != kEndpointVersion) | (q >= ep.size)) return false;
   const Peer* p = ep.peers + q;
   const Transport t = p->transport;
   if (t == Transport::kNone) return false;
@@ -61,6 +66,22 @@ GV_HD GV_INLINE std::uint32_t abort_word(const Endpoint& ep) {
   return ep.heap != nullptr ? load_word(&reinterpret_cast<const Reserved*>(ep.heap)->aborted) : 0u;
 }
 GV_HD GV_INLINE bool aborted(const Endpoint& ep) { return abort_word(ep) != 0; }
+
+/// The common case of an operation on symmetric [sym, sym + n) at PE pe, tested at once: a near
+/// direct peer, the range in the user heap, `sym` a multiple of `align` (a power of two), and on
+/// the host the World not aborted (host ranks test it before anything moves). Returns where the
+/// range is in this address space, or null when any of it fails or the peer is not near: the
+/// caller then takes the general path (locate_p2p_later), which names the failure. Every test
+/// is combined without branches into one select, so a loop calling an operation on one target
+/// decides a single predicate per call: through route()'s three outcomes the face's fetch_add
+/// loop kept their branches and phis in the loop body (PTX, 2026-11-26).
+GV_HD GV_INLINE std::byte* direct(const Endpoint& ep, const void* sym, std::size_t n, std::size_t align, int pe) {
+  std::byte* const base = near_peer(ep, pe);
+  std::uint64_t off;
+  const bool ok = (base != nullptr) & heap_offset(ep, sym, n, off) &
+                  ((reinterpret_cast<std::uintptr_t>(sym) & (align - 1)) == 0) & (GV_DEVICE_PASS || !aborted(ep));
+  return ok ? base + off : nullptr;
+}
 
 /// The checks of an operation on symmetric [dst, dst + n) at PE pe that need no memory: the PE
 /// and the heap range.
@@ -224,36 +245,24 @@ inline constexpr bool is_atomic_int_v =
 template <class T>
 inline constexpr bool is_atomic_word_v = std::is_trivially_copyable_v<T> && (sizeof(T) == 4 || sizeof(T) == 8);
 
-/// A read-modify-write at PE pe: `native(ptr)` where the peer's word is in reach (p2p, self),
-/// else over ib (`f(old) -> new`; `op64` is the single verbs atomic that does it for an
-/// 8-byte word, kNop when there is none).
-template <class G, class T, class Native, class F>
-GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old, Native&& native, F&& f,
-                                  ib::WrOpcode op64, std::uint64_t compare_add, std::uint64_t swap) {
-  Route peer;
-  std::uint64_t off;
-  Status st = locate_p2p_later(ep, target, sizeof(T), pe, peer, off);
-  if (st != Status::kOk) return st;
-  if (reinterpret_cast<std::uintptr_t>(target) % sizeof(T) != 0) return Status::kInvalidArgument;
+/// remote_rmw over ib: the single verbs atomic `op64` for an 8-byte word where there is one,
+/// else a read, `f` and a compare-and-swap until it holds (ib_rmw), on the group's leader.
+template <class G, class T, class F>
+GV_HD GV_INLINE Status remote_rmw_ib(const Endpoint& ep, const Peer& peer, std::uint64_t off, T& old, F&& f,
+                                     ib::WrOpcode op64, std::uint64_t compare_add, std::uint64_t swap) {
   struct R {
     Status st;
     T old;
   };
-  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
   const R r = on_leader<G>([&]() -> R {
     R out{Status::kOk, T{}};
-    if (!peer.ib) {
-      out.old = native(reinterpret_cast<T*>(peer.base + off));
-      out.st = abort_after(ep);
-      return out;
-    }
-    const IbLane& L = lane_for(*peer.ib, G::queue_hint());
+    const IbLane& L = lane_for(peer, G::queue_hint());
     if (sizeof(T) == 8 && op64 != ib::WrOpcode::kNop) {
       std::uint64_t o = 0;
-      out.st = ib_atomic64(ep, *peer.ib, L, op64, off, compare_add, swap, true, o);
+      out.st = ib_atomic64(ep, peer, L, op64, off, compare_add, swap, true, o);
       out.old = from_bits<T>(static_cast<bits_t<T>>(o));
     } else {
-      out.st = ib_rmw<T>(ep, *peer.ib, L, off, f, out.old);
+      out.st = ib_rmw<T>(ep, peer, L, off, f, out.old);
     }
     return out;
   });
@@ -261,6 +270,36 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
   return r.st;
 }
 
+/// A read-modify-write at PE pe: `native(ptr)` where the peer's word is in reach (p2p, self),
+/// else over ib (`f(old) -> new`; `op64` is the single verbs atomic that does it for an
+/// 8-byte word, kNop when there is none).
+template <class G, class T, class Native, class F>
+GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old, Native&& native, F&& f,
+                                  ib::WrOpcode op64, std::uint64_t compare_add, std::uint64_t swap) {
+  struct R {
+    Status st;
+    T old;
+  };
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  T* at = reinterpret_cast<T*>(direct(ep, target, sizeof(T), sizeof(T), pe));
+  if (at == nullptr) {
+    Route peer;
+    std::uint64_t off;
+    const Status st = locate_p2p_later(ep, target, sizeof(T), pe, peer, off);
+    if (st != Status::kOk) return st;
+    if (reinterpret_cast<std::uintptr_t>(target) % sizeof(T) != 0) return Status::kInvalidArgument;
+    if (peer.ib) return remote_rmw_ib<G>(ep, *peer.ib, off, old, f, op64, compare_add, swap);
+    at = reinterpret_cast<T*>(peer.base + off);
+  }
+  const R r = on_leader<G>([&]() -> R {
+    R out{Status::kOk, T{}};
+    out.old = native(at);
+    out.st = abort_after(ep);
+    return out;
+  });
+  old = r.old;
+  return r.st;
+}
 }  // namespace detail
 
 // ---- Data movement ------------------------------------------------------------------------
@@ -268,77 +307,90 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
 namespace detail {
 template <class G>
 GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
-  if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
-  Route peer;
-  std::uint64_t off;
-  const Status st = locate_p2p_later(ep, dst, bytes, pe, peer, off);
-  if (st != Status::kOk) return st;
-  if (!peer.ib) {
-    group_copy<G>(peer.base + off, src, bytes);
-    G::sync();  // every member has read its part: the caller may reuse the source
-    return abort_after(ep, wait);
+  std::byte* at = src != nullptr ? direct(ep, dst, bytes, 1, pe) : nullptr;
+  if (at == nullptr) {
+    if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
+    Route peer;
+    std::uint64_t off;
+    const Status st = locate_p2p_later(ep, dst, bytes, pe, peer, off);
+    if (st != Status::kOk) return st;
+    if (peer.ib) {
+      G::sync();  // the whole group's source bytes are written before the leader posts
+      return on_leader<G>([&] {
+        const IbLane& L = lane_for(*peer.ib, G::queue_hint());
+        Posted last;
+        Status s = ib_transfer(ep, *peer.ib, L, false, const_cast<void*>(src), off, bytes, last);
+        if (s == Status::kOk && wait && !(bytes <= L.qp.max_inline)) s = ib_wait(ep, L, last.end);
+        return s;
+      });
+    }
+    at = peer.base + off;
   }
-  G::sync();  // the whole group's source bytes are written before the leader posts
-  return on_leader<G>([&] {
-    const IbLane& L = lane_for(*peer.ib, G::queue_hint());
-    Posted last;
-    Status s = ib_transfer(ep, *peer.ib, L, false, const_cast<void*>(src), off, bytes, last);
-    if (s == Status::kOk && wait && !(bytes <= L.qp.max_inline)) s = ib_wait(ep, L, last.end);
-    return s;
-  });
+  group_copy<G>(at, src, bytes);
+  G::sync();  // every member has read its part: the caller may reuse the source
+  return abort_after(ep, wait);
 }
 
 template <class G>
 GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
-  if (dst == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
-  Route peer;
-  std::uint64_t off;
-  Status st = locate_p2p_later(ep, src, bytes, pe, peer, off);
-  if (st != Status::kOk) return st;
-  if (!peer.ib) {
-    group_copy<G>(dst, peer.base + off, bytes);
-    G::sync();  // every member's part has arrived
-    return abort_after(ep, wait);
+  const std::byte* at = dst != nullptr ? direct(ep, src, bytes, 1, pe) : nullptr;
+  if (at == nullptr) {
+    if (dst == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
+    Route peer;
+    std::uint64_t off;
+    const Status st = locate_p2p_later(ep, src, bytes, pe, peer, off);
+    if (st != Status::kOk) return st;
+    if (peer.ib) {
+      return on_leader<G>([&] {
+        const IbLane& L = lane_for(*peer.ib, G::queue_hint());
+        Posted last;
+        Status s = ib_transfer(ep, *peer.ib, L, true, dst, off, bytes, last);
+        if (s == Status::kOk && wait) s = ib_wait(ep, L, last.end);
+        return s;
+      });
+    }
+    at = peer.base + off;
   }
-  st = on_leader<G>([&] {
-    const IbLane& L = lane_for(*peer.ib, G::queue_hint());
-    Posted last;
-    Status s = ib_transfer(ep, *peer.ib, L, true, dst, off, bytes, last);
-    if (s == Status::kOk && wait) s = ib_wait(ep, L, last.end);
-    return s;
-  });
-  return st;
+  group_copy<G>(dst, at, bytes);
+  G::sync();  // every member's part has arrived
+  return abort_after(ep, wait);
 }
 
 template <class G>
 GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes,
                                     std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe, bool wait) {
-  if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
-  Route peer;
-  std::uint64_t off, sig_off;
-  Status st = locate_p2p_later(ep, dst, bytes, pe, peer, off);
-  if (st != Status::kOk) return st;
-  if (!heap_offset(ep, sig, sizeof(*sig), sig_off)) return Status::kOutOfBounds;
-  if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
-  if (!peer.ib) {
-    group_copy<G>(peer.base + off, src, bytes);
-    G::sync();  // every member's stores are behind the leader's release
-    if (G::index() == 0) {
-      auto* s = reinterpret_cast<std::uint64_t*>(peer.base + sig_off);
-      if (op == SignalOp::kSet) signal_set_release(s, value);
-      else signal_add_release(s, value);
+  std::byte* at = direct(ep, dst, bytes, 1, pe);
+  std::byte* sig_at = direct(ep, sig, sizeof(*sig), 8, pe);
+  if ((src == nullptr) | (at == nullptr) | (sig_at == nullptr)) {
+    if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
+    Route peer;
+    std::uint64_t off, sig_off;
+    const Status st = locate_p2p_later(ep, dst, bytes, pe, peer, off);
+    if (st != Status::kOk) return st;
+    if (!heap_offset(ep, sig, sizeof(*sig), sig_off)) return Status::kOutOfBounds;
+    if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
+    if (peer.ib) {
+      G::sync();
+      return on_leader<G>([&] {
+        const IbLane& L = lane_for(*peer.ib, G::queue_hint());
+        Posted data, sigp;
+        Status s = ib_transfer(ep, *peer.ib, L, false, const_cast<void*>(src), off, bytes, data);
+        if (s == Status::kOk) s = ib_signal(ep, *peer.ib, L, sig_off, value, op, sigp);
+        if (s == Status::kOk && wait && !(bytes <= L.qp.max_inline)) s = ib_wait(ep, L, data.end);
+        return s;
+      });
     }
-    return abort_after(ep, wait);
+    at = peer.base + off;
+    sig_at = peer.base + sig_off;
   }
-  G::sync();
-  return on_leader<G>([&] {
-    const IbLane& L = lane_for(*peer.ib, G::queue_hint());
-    Posted data, sigp;
-    Status s = ib_transfer(ep, *peer.ib, L, false, const_cast<void*>(src), off, bytes, data);
-    if (s == Status::kOk) s = ib_signal(ep, *peer.ib, L, sig_off, value, op, sigp);
-    if (s == Status::kOk && wait && !(bytes <= L.qp.max_inline)) s = ib_wait(ep, L, data.end);
-    return s;
-  });
+  group_copy<G>(at, src, bytes);
+  G::sync();  // every member's stores are behind the leader's release
+  if (G::index() == 0) {
+    auto* s = reinterpret_cast<std::uint64_t*>(sig_at);
+    if (op == SignalOp::kSet) signal_set_release(s, value);
+    else signal_add_release(s, value);
+  }
+  return abort_after(ep, wait);
 }
 }  // namespace detail
 
@@ -363,19 +415,26 @@ template <class G, class T>
 GV_HD Status p(const Endpoint& ep, T* dst, T value, int pe) {
   static_assert(std::is_trivially_copyable_v<T> && (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8),
                 "rma::p moves one 1-, 2-, 4- or 8-byte value");
-  detail::Route peer;
-  std::uint64_t off;
-  const Status st = detail::locate_p2p_later(ep, dst, sizeof(T), pe, peer, off);
-  if (st != Status::kOk) return st;
-  return detail::on_leader<G>([&] {
-    if (!peer.ib) {
-      detail::store_word(reinterpret_cast<T*>(peer.base + off), value);
-      return detail::abort_after(ep);
+  T* at = reinterpret_cast<T*>(detail::direct(ep, dst, sizeof(T), 1, pe));
+  if (at == nullptr) {
+    detail::Route peer;
+    std::uint64_t off;
+    const Status st = detail::locate_p2p_later(ep, dst, sizeof(T), pe, peer, off);
+    if (st != Status::kOk) return st;
+    if (peer.ib) {
+      return detail::on_leader<G>([&] {
+        const IbLane& L = detail::lane_for(*peer.ib, G::queue_hint());
+        const ib::Sge sge{reinterpret_cast<std::uint64_t>(&value), sizeof(T), 0};
+        detail::Posted posted;
+        return detail::ib_post(ep, L, detail::make_write(peer.ib->remote_base + off, peer.ib->rkey, &sge, true), false,
+                               posted);
+      });
     }
-    const IbLane& L = detail::lane_for(*peer.ib, G::queue_hint());
-    const ib::Sge sge{reinterpret_cast<std::uint64_t>(&value), sizeof(T), 0};
-    detail::Posted posted;
-    return detail::ib_post(ep, L, detail::make_write(peer.ib->remote_base + off, peer.ib->rkey, &sge, true), false, posted);
+    at = reinterpret_cast<T*>(peer.base + off);
+  }
+  return detail::on_leader<G>([&] {
+    detail::store_word(at, value);
+    return detail::abort_after(ep);
   });
 }
 
@@ -383,17 +442,21 @@ template <class G, class T>
 GV_HD Status g(const Endpoint& ep, const T* src, int pe, T& value) {
   static_assert(std::is_trivially_copyable_v<T> && (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8),
                 "rma::g moves one 1-, 2-, 4- or 8-byte value");
-  detail::Route peer;
-  std::uint64_t off;
-  const Status st = detail::locate_p2p_later(ep, src, sizeof(T), pe, peer, off);
-  if (st != Status::kOk) return st;
   struct R {
     Status st;
     T v;
   };
+  const T* at = reinterpret_cast<const T*>(detail::direct(ep, src, sizeof(T), 1, pe));
+  detail::Route peer;
+  std::uint64_t off = 0;
+  if (at == nullptr) {
+    const Status st = detail::locate_p2p_later(ep, src, sizeof(T), pe, peer, off);
+    if (st != Status::kOk) return st;
+    if (!peer.ib) at = reinterpret_cast<const T*>(peer.base + off);
+  }
   const R r = detail::on_leader<G>([&]() -> R {
-    if (!peer.ib) {
-      const T v = detail::load_word(reinterpret_cast<const T*>(peer.base + off));
+    if (at != nullptr) {
+      const T v = detail::load_word(at);
       return R{detail::abort_after(ep), v};
     }
     const IbLane& L = detail::lane_for(*peer.ib, G::queue_hint());
@@ -430,15 +493,19 @@ GV_HD Status put_signal_nbi(const Endpoint& ep, void* dst, const void* src, std:
 
 template <class G>
 GV_HD Status signal(const Endpoint& ep, std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe) {
+  auto* at = reinterpret_cast<std::uint64_t*>(detail::direct(ep, sig, sizeof(*sig), 8, pe));
   detail::Route peer;
-  std::uint64_t off;
-  const Status st = detail::locate_p2p_later(ep, sig, sizeof(*sig), pe, peer, off);
-  if (st != Status::kOk) return st;
-  if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
+  std::uint64_t off = 0;
+  if (at == nullptr) {
+    const Status st = detail::locate_p2p_later(ep, sig, sizeof(*sig), pe, peer, off);
+    if (st != Status::kOk) return st;
+    if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
+    if (!peer.ib) at = reinterpret_cast<std::uint64_t*>(peer.base + off);
+  }
   G::sync();
   return detail::on_leader<G>([&] {
-    if (!peer.ib) {
-      auto* s = reinterpret_cast<std::uint64_t*>(peer.base + off);
+    if (at != nullptr) {
+      auto* s = at;
       if (op == SignalOp::kSet) detail::signal_set_release(s, value);
       else detail::signal_add_release(s, value);
       return detail::abort_after(ep);
