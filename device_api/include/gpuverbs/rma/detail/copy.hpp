@@ -26,14 +26,26 @@ __device__ GV_INLINE void copy_batch(W* d, const W* s, std::size_t i, unsigned s
   for (unsigned j = 0; j < K; ++j) d[i + j * std::size_t{stride}] = v[j];
 }
 
-/// Batches of kDepth words per member, then of 4, then single words.
+/// Batches of kDepth words per member, then of 4, then what is left (fewer than 4 words a member)
+/// as one batch whose loads and stores are predicated: every load before the first store, and
+/// no loop. Word by word, each remaining word was a load waited for before its store, and a put
+/// of one word a member paid the loop's control around it: on an H200 (2026-11-26) a block's
+/// put of 512 B (one word each for 32 of 512 threads) took 0.38 us a call against 0.15 for a
+/// plain strided loop.
 template <unsigned kDepth, class W>
 __device__ GV_INLINE void copy_words(W* d, const W* s, std::size_t n, unsigned me, unsigned stride) {
+  const std::size_t st = stride;
   std::size_t i = me;
-  for (; i + (kDepth - 1) * std::size_t{stride} < n; i += kDepth * std::size_t{stride}) copy_batch<kDepth>(d, s, i, stride);
   if constexpr (kDepth > 4)
-    for (; i + 3 * std::size_t{stride} < n; i += 4 * std::size_t{stride}) copy_batch<4>(d, s, i, stride);
-  for (; i < n; i += stride) d[i] = s[i];
+    for (; i + (kDepth - 1) * st < n; i += kDepth * st) copy_batch<kDepth>(d, s, i, stride);
+  for (; i + 3 * st < n; i += 4 * st) copy_batch<4>(d, s, i, stride);
+  W v[3];
+#pragma unroll
+  for (unsigned j = 0; j < 3; ++j)
+    if (i + j * st < n) v[j] = s[i + j * st];
+#pragma unroll
+  for (unsigned j = 0; j < 3; ++j)
+    if (i + j * st < n) d[i + j * st] = v[j];
 }
 
 /// Bytes [at, n) of a copy, fewer than 16: the widest words both ends allow (a put of 8 bytes
@@ -88,6 +100,7 @@ GV_HD GV_INLINE void group_copy(void* dst, const void* src, std::size_t n) {
   } else {
     done = 0;
   }
+  if (done == n) return;  // whole words: the common case decides nothing more
   if (n - done < 16) {
     if (me == 0) copy_tail(d, s, done, n);
   } else {
