@@ -39,7 +39,9 @@ __device__ GV_INLINE void copy_words(W* d, const W* s, std::size_t n, unsigned m
   if constexpr (kDepth > 4)
     for (; i + (kDepth - 1) * st < n; i += kDepth * st) copy_batch<kDepth>(d, s, i, stride);
   for (; i + 3 * st < n; i += 4 * st) copy_batch<4>(d, s, i, stride);
-  W v[3];
+  // Initialised: left undefined where a member has fewer words, they gave the face's ping-pong
+  // kernel 207 registers instead of 106 (ptxas, sm_90), too many for a block of 512 threads.
+  W v[3] = {};
 #pragma unroll
   for (unsigned j = 0; j < 3; ++j)
     if (i + j * st < n) v[j] = s[i + j * st];

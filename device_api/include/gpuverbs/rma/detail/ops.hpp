@@ -307,8 +307,8 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
 namespace detail {
 template <class G>
 GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
-  std::byte* at = src != nullptr ? direct(ep, dst, bytes, 1, pe) : nullptr;
-  if (at == nullptr) {
+  std::byte* at = direct(ep, dst, bytes, 1, pe);
+  if ((at == nullptr) | (src == nullptr)) {
     if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
     Route peer;
     std::uint64_t off;
@@ -333,8 +333,8 @@ GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std
 
 template <class G>
 GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
-  const std::byte* at = dst != nullptr ? direct(ep, src, bytes, 1, pe) : nullptr;
-  if (at == nullptr) {
+  const std::byte* at = direct(ep, src, bytes, 1, pe);
+  if ((at == nullptr) | (dst == nullptr)) {
     if (dst == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
     Route peer;
     std::uint64_t off;

@@ -1,0 +1,33 @@
+# Pins that every kernel of a PTX file assembles for sm_90 within MAX registers a thread.
+#
+#   cmake [-DBUILD_DIR=<build> -DTARGET=<target>] -DPTX=<file.ptx> -DPTXAS=<ptxas> -DMAX=<n>
+#         -P check_registers.cmake
+#
+# ptxas reports "Used N registers" per kernel; a kernel above MAX fails here with its count.
+cmake_minimum_required(VERSION 3.25)
+include(${CMAKE_CURRENT_LIST_DIR}/ptx_ops.cmake)
+get_filename_component(cubin "${PTX}" NAME_WE)
+set(cubin "${CMAKE_CURRENT_BINARY_DIR}/${cubin}.check_registers.cubin")
+execute_process(COMMAND ${PTXAS} -arch=sm_90 -v "${PTX}" -o "${cubin}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+file(REMOVE "${cubin}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "ptxas failed (${rc}): ${out}")
+endif()
+string(REGEX MATCHALL "Compiling entry function '[^']+'|Used [0-9]+ registers" reports "${out}")
+set(kernel "")
+set(seen 0)
+foreach(r IN LISTS reports)
+  if(r MATCHES "Compiling entry function '([^']+)'")
+    set(kernel "${CMAKE_MATCH_1}")
+  elseif(r MATCHES "Used ([0-9]+) registers")
+    math(EXPR seen "${seen} + 1")
+    if(CMAKE_MATCH_1 GREATER MAX)
+      message(FATAL_ERROR "${kernel}: ${CMAKE_MATCH_1} registers, at most ${MAX} pinned")
+    endif()
+    message(STATUS "${kernel}: ${CMAKE_MATCH_1} registers (at most ${MAX})")
+  endif()
+endforeach()
+if(seen EQUAL 0)
+  message(FATAL_ERROR "ptxas reported no kernel: ${out}")
+endif()
