@@ -1,9 +1,8 @@
 // Register pin: a ping-pong kernel as users of the NVSHMEM face write them (perftest's shape:
 // p, a thread's put_signal or a block's, chosen at run time, then the leader's wait_until) keeps
-// within 112 registers a thread (99 at the time of writing). A copy whose batch was left
-// undefined where a member had fewer words took this kernel to 128, the most a block of 512
-// threads can have, and the face's own ping-pong in shmem_perf from 106 to 207: "too many
-// resources requested for launch".
+// within 96 registers a thread (88 at the time of writing). A copy whose last words were left
+// undefined took this kernel to 128, the most a block of 512 threads can have, and the face's
+// own ping-pong in shmem_perf from 106 to 207: "too many resources requested for launch".
 // check_registers.cmake reads ptxas' report for sm_90.
 #include <gpuverbs/rma.hpp>
 
