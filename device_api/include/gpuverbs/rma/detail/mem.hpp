@@ -63,9 +63,9 @@ GV_HD GV_INLINE T load_word(const T* p) {
 #endif
 }
 
-/// The load that ends a successful poll: acquire at system scope, so what the peer published
-/// before its store is visible to what this thread reads next. Polling itself uses load_word
-/// (no cost per spin); this is paid once.
+/// An acquire load at system scope: what the peer published before its store is visible to what
+/// this thread reads next. wait_until polls with it; test() and the LL receive's ib fallback
+/// read it once, after their relaxed check holds.
 template <class T>
 GV_HD GV_INLINE T signal_seen_before_data(const T* p) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8);
