@@ -34,8 +34,6 @@ __device__ GV_INLINE void copy_batch(W* d, const W* s, std::size_t i, unsigned s
 /// plain strided loop.
 template <unsigned kDepth, class W>
 __device__ GV_INLINE void copy_words(W* d, const W* s, std::size_t n, unsigned me, unsigned stride) {
-  if (me >= n) return;  // a member with no word: in a block of 16 warps copying a few words, the
-                        // idle warps' loop control took issue slots from the warp that copies
   const std::size_t st = stride;
   std::size_t i = me;
   if constexpr (kDepth > 4)

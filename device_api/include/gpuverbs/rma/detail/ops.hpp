@@ -112,18 +112,11 @@ GV_HD GV_INLINE Status abort_after(const Endpoint& ep) {
   return GV_DEVICE_PASS && aborted(ep) ? Status::kAborted : Status::kOk;
 }
 
-/// abort_after for an operation that syncs its group before it ends (put, get, put_signal): the
-/// word loaded once the operation's accesses are issued and before the sync, so its round trip
-/// overlaps the sync (and a put_signal's release), and tested after it (abort_status). Read
-/// after the release by every member of a block, it cost a block's put_signal ping-pong 0.08 us
-/// (H100, 2026-11-26). A call that may not block reads none: a non-blocking p2p operation on the
-/// GPU waits for nothing (the quiet that completes it reads the word). Read after every scattered
-/// 64-byte put_nbi, the word held each thread for a round trip: the face's put rate on one H200
-/// 15.0 Gmsg/s with it, 17.3 without (NVSHMEM 3.4: 17.2).
-GV_HD GV_INLINE std::uint32_t abort_word_before_sync(const Endpoint& ep, bool wait) {
-  return wait && GV_DEVICE_PASS ? abort_word(ep) : 0u;
-}
-GV_HD GV_INLINE Status abort_status(std::uint32_t raised) { return raised != 0 ? Status::kAborted : Status::kOk; }
+/// abort_after for a call that may not block: a non-blocking p2p operation on the GPU waits for
+/// nothing, so it does not read the abort word (the quiet that completes it does). Read after
+/// every scattered 64-byte put_nbi, the word held each thread for a round trip to memory: the
+/// face's put rate on one H200 15.0 Gmsg/s with it, 17.3 without (NVSHMEM 3.4: 17.2).
+GV_HD GV_INLINE Status abort_after(const Endpoint& ep, bool wait) { return wait ? abort_after(ep) : Status::kOk; }
 
 /// The checks of a wait on a word of this rank's heap: in the heap, naturally aligned, and the
 /// World not aborted.
@@ -133,22 +126,6 @@ GV_HD GV_INLINE Status locate_local_word(const Endpoint& ep, const T* ivar) {
   if (!heap_offset(ep, ivar, sizeof(T), off)) return Status::kOutOfBounds;
   if (reinterpret_cast<std::uintptr_t>(ivar) % sizeof(T) != 0) return Status::kInvalidArgument;
   return aborted(ep) ? Status::kAborted : Status::kOk;
-}
-
-/// The common-case tests (direct()) of an operation, run by one warp of a block and shared with
-/// every member through the block's slot (two barriers), by every member of a thread or a warp.
-/// The tests are the same for every member; in a block all 16 warps running them took issue
-/// slots from the warp on the critical path: a block's put_signal of 8 B paid 0.26 us for them
-/// against 0.02-0.04 for the barriers (H100, 2026-11-26, nominal clock).
-template <class G, class F>
-GV_HD GV_INLINE auto tested_once(F&& f) {
-  if constexpr (std::is_same_v<G, Block>) {
-    decltype(f()) r{};
-    if (G::index() < 32) r = f();
-    return G::from_leader(r);
-  } else {
-    return f();
-  }
 }
 
 /// Run f on the group's leader; every member gets its result.
@@ -330,7 +307,7 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
 namespace detail {
 template <class G>
 GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
-  std::byte* at = tested_once<G>([&] { return direct(ep, dst, bytes, 1, pe); });
+  std::byte* at = direct(ep, dst, bytes, 1, pe);
   if ((at == nullptr) | (src == nullptr)) {
     if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
     Route peer;
@@ -350,14 +327,13 @@ GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std
     at = peer.base + off;
   }
   group_copy<G>(at, src, bytes);
-  const std::uint32_t raised = abort_word_before_sync(ep, wait);
   G::sync();  // every member has read its part: the caller may reuse the source
-  return abort_status(raised);
+  return abort_after(ep, wait);
 }
 
 template <class G>
 GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
-  const std::byte* at = tested_once<G>([&] { return direct(ep, src, bytes, 1, pe); });
+  const std::byte* at = direct(ep, src, bytes, 1, pe);
   if ((at == nullptr) | (dst == nullptr)) {
     if (dst == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
     Route peer;
@@ -376,21 +352,15 @@ GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std
     at = peer.base + off;
   }
   group_copy<G>(dst, at, bytes);
-  const std::uint32_t raised = abort_word_before_sync(ep, wait);
   G::sync();  // every member's part has arrived
-  return abort_status(raised);
+  return abort_after(ep, wait);
 }
 
 template <class G>
 GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes,
                                     std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe, bool wait) {
-  struct Where {
-    std::byte* at;
-    std::byte* sig_at;
-  };
-  const Where where = tested_once<G>([&] { return Where{direct(ep, dst, bytes, 1, pe), direct(ep, sig, sizeof(*sig), 8, pe)}; });
-  std::byte* at = where.at;
-  std::byte* sig_at = where.sig_at;
+  std::byte* at = direct(ep, dst, bytes, 1, pe);
+  std::byte* sig_at = direct(ep, sig, sizeof(*sig), 8, pe);
   if ((src == nullptr) | (at == nullptr) | (sig_at == nullptr)) {
     if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
     Route peer;
@@ -414,14 +384,13 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
     sig_at = peer.base + sig_off;
   }
   group_copy<G>(at, src, bytes);
-  const std::uint32_t raised = abort_word_before_sync(ep, wait);
   G::sync();  // every member's stores are behind the leader's release
   if (G::index() == 0) {
     auto* s = reinterpret_cast<std::uint64_t*>(sig_at);
     if (op == SignalOp::kSet) signal_set_release(s, value);
     else signal_add_release(s, value);
   }
-  return abort_status(raised);
+  return abort_after(ep, wait);
 }
 }  // namespace detail
 
