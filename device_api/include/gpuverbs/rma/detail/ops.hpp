@@ -305,54 +305,35 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
 // ---- Data movement ------------------------------------------------------------------------
 
 namespace detail {
-template <class G>
-GV_HD inline Status put_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
-  std::byte* at = direct(ep, dst, bytes, 1, pe);
-  if ((at == nullptr) | (src == nullptr)) {
-    if (src == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
+/// A put (kGet false: the caller's src to symmetric dst at PE pe) or a get (kGet true: symmetric
+/// src at pe to the caller's dst).
+template <class G, bool kGet>
+GV_HD inline Status transfer_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
+  const void* sym = kGet ? src : dst;
+  void* local = kGet ? dst : const_cast<void*>(src);
+  std::byte* at = direct(ep, sym, bytes, 1, pe);
+  if ((at == nullptr) | (local == nullptr)) {
+    if (local == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
     Route peer;
     std::uint64_t off;
-    const Status st = locate_p2p_later(ep, dst, bytes, pe, peer, off);
+    const Status st = locate_p2p_later(ep, sym, bytes, pe, peer, off);
     if (st != Status::kOk) return st;
     if (peer.ib) {
-      G::sync();  // the whole group's source bytes are written before the leader posts
+      if (!kGet) G::sync();  // the whole group's source bytes are written before the leader posts
       return on_leader<G>([&] {
         const IbLane& L = lane_for(*peer.ib, G::queue_hint());
         Posted last;
-        Status s = ib_transfer(ep, *peer.ib, L, false, const_cast<void*>(src), off, bytes, last);
-        if (s == Status::kOk && wait && !(bytes <= L.qp.max_inline)) s = ib_wait(ep, L, last.end);
+        Status s = ib_transfer(ep, *peer.ib, L, kGet, local, off, bytes, last);
+        // A put small enough to go inline is complete once posted.
+        if (s == Status::kOk && wait && (kGet || bytes > L.qp.max_inline)) s = ib_wait(ep, L, last.end);
         return s;
       });
     }
     at = peer.base + off;
   }
-  group_copy<G>(at, src, bytes);
-  G::sync();  // every member has read its part: the caller may reuse the source
-  return abort_after(ep, wait);
-}
-
-template <class G>
-GV_HD inline Status get_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe, bool wait) {
-  const std::byte* at = direct(ep, src, bytes, 1, pe);
-  if ((at == nullptr) | (dst == nullptr)) {
-    if (dst == nullptr) return Status::kInvalidArgument;  // on every transport, at every size
-    Route peer;
-    std::uint64_t off;
-    const Status st = locate_p2p_later(ep, src, bytes, pe, peer, off);
-    if (st != Status::kOk) return st;
-    if (peer.ib) {
-      return on_leader<G>([&] {
-        const IbLane& L = lane_for(*peer.ib, G::queue_hint());
-        Posted last;
-        Status s = ib_transfer(ep, *peer.ib, L, true, dst, off, bytes, last);
-        if (s == Status::kOk && wait) s = ib_wait(ep, L, last.end);
-        return s;
-      });
-    }
-    at = peer.base + off;
-  }
-  group_copy<G>(dst, at, bytes);
-  G::sync();  // every member's part has arrived
+  if constexpr (kGet) group_copy<G>(dst, at, bytes);
+  else group_copy<G>(at, src, bytes);
+  G::sync();  // a put: every member has read its part (the source may be reused); a get: every part arrived
   return abort_after(ep, wait);
 }
 
@@ -396,19 +377,19 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
 
 template <class G>
 GV_HD Status put(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe) {
-  return detail::put_impl<G>(ep, dst, src, bytes, pe, true);
+  return detail::transfer_impl<G, false>(ep, dst, src, bytes, pe, true);
 }
 template <class G>
 GV_HD Status put_nbi(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe) {
-  return detail::put_impl<G>(ep, dst, src, bytes, pe, false);
+  return detail::transfer_impl<G, false>(ep, dst, src, bytes, pe, false);
 }
 template <class G>
 GV_HD Status get(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe) {
-  return detail::get_impl<G>(ep, dst, src, bytes, pe, true);
+  return detail::transfer_impl<G, true>(ep, dst, src, bytes, pe, true);
 }
 template <class G>
 GV_HD Status get_nbi(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, int pe) {
-  return detail::get_impl<G>(ep, dst, src, bytes, pe, false);
+  return detail::transfer_impl<G, true>(ep, dst, src, bytes, pe, false);
 }
 
 template <class G, class T>
