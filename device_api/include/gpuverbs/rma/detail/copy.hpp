@@ -26,18 +26,24 @@ __device__ GV_INLINE void copy_batch(W* d, const W* s, std::size_t i, unsigned s
   for (unsigned j = 0; j < K; ++j) d[i + j * std::size_t{stride}] = v[j];
 }
 
-/// Batches of kDepth words per member, then of 4, then what is left (fewer than 4 words a member)
-/// as one batch whose loads and stores are predicated: every load before the first store, and
-/// no loop. Word by word, each remaining word was a load waited for before its store, and a put
-/// of one word a member paid the loop's control around it: on an H200 (2026-11-26) a block's
-/// put of 512 B (one word each for 32 of 512 threads) took 0.38 us a call against 0.15 for a
-/// plain strided loop.
+/// Batches of kDepth words per member, then one of kDepth / 2, then of 4, then what is left (fewer
+/// than 4 words a member) as one batch whose loads and stores are predicated: every load before
+/// the first store, and no loop. Word by word, each remaining word was a load waited for before
+/// its store, and a put of one word a member paid the loop's control around it: on an H200
+/// (2026-11-26) a block's put of 512 B (one word each for 32 of 512 threads) took 0.38 us a call
+/// against 0.15 for a plain strided loop.
 template <unsigned kDepth, class W>
 __device__ GV_INLINE void copy_words(W* d, const W* s, std::size_t n, unsigned me, unsigned stride) {
   const std::size_t st = stride;
   std::size_t i = me;
-  if constexpr (kDepth > 4)
+  if constexpr (kDepth > 4) {
     for (; i + (kDepth - 1) * st < n; i += kDepth * st) copy_batch<kDepth>(d, s, i, stride);
+    // Half a batch where it fits: a thread's 128 B are one round trip, not two batches of 4.
+    if (i + (kDepth / 2 - 1) * st < n) {
+      copy_batch<kDepth / 2>(d, s, i, stride);
+      i += kDepth / 2 * st;
+    }
+  }
   for (; i + 3 * st < n; i += 4 * st) copy_batch<4>(d, s, i, stride);
   // Initialised: left undefined where a member has fewer words, they gave the face's ping-pong
   // kernel 207 registers instead of 106 (ptxas, sm_90), too many for a block of 512 threads.
