@@ -9,6 +9,7 @@
 
 #include "../../config.hpp"
 #include "../../sync.hpp"
+#include "../endpoint.hpp"
 
 namespace gv::rma::detail {
 
@@ -100,6 +101,11 @@ GV_HD GV_INLINE void signal_set_release(std::uint64_t* p, std::uint64_t v) {
 }
 GV_HD GV_INLINE void signal_add_release(std::uint64_t* p, std::uint64_t v) {
   sys_ref<std::uint64_t>(*p).fetch_add(v, sync::mo::memory_order_release);
+}
+/// The signal update `op` names (set or add), released.
+GV_HD GV_INLINE void signal_release(std::uint64_t* p, SignalOp op, std::uint64_t v) {
+  if (op == SignalOp::kSet) signal_set_release(p, v);
+  else signal_add_release(p, v);
 }
 
 /// Remote atomics on 4- and 8-byte integers, relaxed (NVSHMEM's atomics order nothing else).

@@ -366,11 +366,7 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
   }
   group_copy<G>(at, src, bytes);
   G::sync();  // every member's stores are behind the leader's release
-  if (G::index() == 0) {
-    auto* s = reinterpret_cast<std::uint64_t*>(sig_at);
-    if (op == SignalOp::kSet) signal_set_release(s, value);
-    else signal_add_release(s, value);
-  }
+  if (G::index() == 0) signal_release(reinterpret_cast<std::uint64_t*>(sig_at), op, value);
   return abort_after(ep, wait);
 }
 }  // namespace detail
@@ -486,9 +482,7 @@ GV_HD Status signal(const Endpoint& ep, std::uint64_t* sig, std::uint64_t value,
   G::sync();
   return detail::on_leader<G>([&] {
     if (at != nullptr) {
-      auto* s = at;
-      if (op == SignalOp::kSet) detail::signal_set_release(s, value);
-      else detail::signal_add_release(s, value);
+      detail::signal_release(at, op, value);
       return detail::abort_after(ep);
     }
     detail::Posted posted;
