@@ -1,7 +1,8 @@
-// Device clocks of the measured loops of gv_rma and shmem_perf (one of which builds against NVSHMEM, so this
-// header needs nothing but CUDA).
+// Device clocks and shared patterns of the measured loops of gv_rma and shmem_perf (one of which builds
+// against NVSHMEM, so this header needs nothing but CUDA).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace gv::bench {
@@ -48,5 +49,19 @@ struct LoopClock {
     if (record) *t = Timing{gtimer() - t0, static_cast<std::uint64_t>(clock64()) - c0};
   }
 };
+
+/// The words an atomic chain walks: kChainWords words kChainStride bytes apart, the next one every
+/// iteration. One SM's atomic round trip depends on which L2 partition holds the word (one H200,
+/// one thread, 64 words 4 KiB apart in one allocation: 0.14-0.17 us for half of them, 0.23-0.27 for
+/// the others), so a chain on a single word measures where that word happens to lie, and two builds
+/// whose words lie differently (the face's heap and NVSHMEM's, an rma call and its raw anchor)
+/// would compare placements, not code. Every atomic chain of gv_rma and shmem_perf walks this.
+inline constexpr unsigned kChainWords = 32;
+inline constexpr std::size_t kChainStride = 4096;
+inline constexpr std::size_t kChainBytes = kChainWords * kChainStride;
+template <class T>
+__device__ __forceinline__ T* chain_word(T* base, int i) {
+  return base + (static_cast<unsigned>(i) % kChainWords) * (kChainStride / sizeof(T));
+}
 
 }  // namespace gv::bench

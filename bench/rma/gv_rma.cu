@@ -10,7 +10,8 @@
 //               ll_channel, the same through an LlChannel opened once per kernel
 //   put         one-sided: put + quiet, per operation
 //   get         one-sided: get, per operation
-//   fetch_add / compare_swap   round trips whose next operand depends on the fetched value
+//   fetch_add / compare_swap   round trips whose next operand depends on the fetched value, each
+//               on the next of 32 words (chain_word: an atomic's latency depends on where its word lies)
 //   bw          put_nbi<Block> from 1, 8, 32, 132 CTAs, one quiet at the end (GB/s = 1e9 B/s)
 //   rate        8/64/512-byte puts to scattered destinations (distinct cache lines), Mmsg/s
 //   anchors     raw flag-in-every-8-bytes ping-pong; raw fenced ping-pongs (8 bytes from
@@ -124,14 +125,14 @@ __global__ void one_sided(__grid_constant__ const Endpoint ep, int op, std::byte
       case 1: s = rma::get<G>(ep, local, buf, bytes, 1); break;
       case 2: {
         std::uint64_t old = 0;
-        s = rma::fetch_add<G>(ep, word, (carry & 1) + 1, 1, old);
+        s = rma::fetch_add<G>(ep, gv::bench::chain_word(word, i), (carry & 1) + 1, 1, old);
         carry = old;
         settle(carry);
         break;
       }
       default: {
         std::uint64_t old = 0;
-        s = rma::compare_swap<G>(ep, word, carry, carry + 1, 1, old);
+        s = rma::compare_swap<G>(ep, gv::bench::chain_word(word, i), carry, carry + 1, 1, old);
         carry = old == carry ? carry + 1 : old;
         settle(carry);
         break;
@@ -474,7 +475,9 @@ void run_one_sided(Options& o, Pair& p, int op, const char* scope, std::size_t m
     p.on(0);
     const unsigned threads = threads_of<G>();
     // Local buffer in the heap (ib needs registered memory): src of rank 0.
-    one_sided<G><<<1, threads, 0, p.s[0]>>>(p.ep(0), op, p.buf[0], p.src[0], bytes, p.sig[0] + 8, warmup, iters,
+    // Atomics walk the words at the start of the area (chain_word), the raw chains' words.
+    auto* words = reinterpret_cast<std::uint64_t*>(p.buf[0]);
+    one_sided<G><<<1, threads, 0, p.s[0]>>>(p.ep(0), op, p.buf[0], p.src[0], bytes, words, warmup, iters,
                                             p.cycles, p.timing, p.st[0], p.sink);
     GV_BENCH_CUDA(cudaGetLastError());
     if (!p.finish(names[op])) continue;
@@ -538,7 +541,7 @@ void run_rate(Options& o, Pair& p) {
   }
 }
 
-/// Anchor: a chain of raw fetch-and-adds on a word in the peer's memory, each operand depending
+/// Anchor: a chain of raw fetch-and-adds on the peer's words (rma's chain's), each operand depending
 /// on the value fetched before (consumed before the clock), at gpu scope (variant 0: atomicAdd,
 /// what a one-GPU program uses) or system scope (1: atomicAdd_system, the scope rma's atomics
 /// take, since the word's other users are on another GPU).
@@ -548,7 +551,8 @@ __global__ void raw_fetch_add_chain(int variant, unsigned long long* theirs, int
   LoopClock clock{warmup, cycles, true};
   for (int i = 1; i <= warmup + iters; ++i) {
     clock.begin(i);
-    carry = variant == 0 ? atomicAdd(theirs, (carry & 1) + 1) : atomicAdd_system(theirs, (carry & 1) + 1);
+    unsigned long long* at = gv::bench::chain_word(theirs, i);
+    carry = variant == 0 ? atomicAdd(at, (carry & 1) + 1) : atomicAdd_system(at, (carry & 1) + 1);
     settle(carry);
     clock.end(i);
   }
@@ -605,8 +609,8 @@ void run_anchors(Options& o, Pair& p) {
     for (int variant = 0; variant < 2; ++variant) {
       p.reset();
       p.on(0);
-      raw_fetch_add_chain<<<1, 1, 0, p.s[0]>>>(variant, reinterpret_cast<unsigned long long*>(theirs[0]), warmup, iters,
-                                               p.cycles, p.timing, p.sink);
+      auto* words = static_cast<unsigned long long*>(p.w[0]->ptr(p.buf[0], 1));
+      raw_fetch_add_chain<<<1, 1, 0, p.s[0]>>>(variant, words, warmup, iters, p.cycles, p.timing, p.sink);
       GV_BENCH_CUDA(cudaGetLastError());
       if (p.finish(fadd_names[variant])) emit_latency(fadd_names[variant], "thread", "peer", 8, iters, p.samples(iters, false));
     }
@@ -714,7 +718,7 @@ int main(int argc, char** argv) try {
   for (const Transport t : o.transports) {
     try {
       const std::size_t area = t == Transport::kIb ? std::min<std::size_t>(o.bw_max, std::size_t{64} << 20) : std::max(o.bw_max, o.max_bytes);
-      Pair p(t, std::max(area, o.max_bytes), o.iters);
+      Pair p(t, std::max({area, o.max_bytes, gv::bench::kChainBytes}), o.iters);
       {
         std::printf("\n# transport %s: latency rows [usec]\n", rma::to_string(t));
         gv::bench::print_latency_header(stdout, "test         scope  tr  ");

@@ -5,7 +5,8 @@
 //
 // Two PEs (launch with gvrun -n 2, or mpirun -n 2 with NVSHMEM_BOOTSTRAP=MPI for NVSHMEM).
 // Rows: p ping-pong (8 B), putmem_signal ping-pong (thread 8 B, block 8 B and 4 KiB),
-// fetch_add round trip (value consumed), putmem_nbi_block bandwidth from 1/8/32/132 CTAs,
+// fetch_add round trip (value consumed; each on the next of 32 words, chain_word), putmem_nbi_block
+// bandwidth from 1/8/32/132 CTAs,
 // scattered 64-byte putmem_nbi message rate (132 CTAs x 256 threads, distinct cache lines) to the
 // peer, and the same to this PE's own heap (rate_self: the calls without the peer's mapping).
 #include <nvshmem.h>
@@ -69,13 +70,14 @@ __global__ void pingpong(int op, char* buf, const char* src, std::size_t bytes, 
   clock.finish(timing);
 }
 
-__global__ void fetch_add_chain(unsigned long long* counter, int warmup, int iters, std::uint64_t* cycles,
+/// A chain of fetch_adds, each on the next word of `counters` (chain_word).
+__global__ void fetch_add_chain(unsigned long long* counters, int warmup, int iters, std::uint64_t* cycles,
                                 Timing* timing, unsigned long long* sink) {
   unsigned long long carry = 0;
   LoopClock clock{warmup, cycles, true};
   for (int i = 1; i <= warmup + iters; ++i) {
     clock.begin(i);
-    carry = nvshmem_ulonglong_atomic_fetch_add(counter, (carry & 1) + 1, 1);
+    carry = nvshmem_ulonglong_atomic_fetch_add(gv::bench::chain_word(counters, i), (carry & 1) + 1, 1);
     settle(carry);
     clock.end(i);
   }
@@ -168,7 +170,8 @@ int run(int argc, char** argv) {
   char* buf = static_cast<char*>(nvshmem_malloc(area));
   char* src = static_cast<char*>(nvshmem_malloc(area));
   uint64_t* flag = static_cast<uint64_t*>(nvshmem_calloc(8, sizeof(uint64_t)));
-  unsigned long long* counter = static_cast<unsigned long long*>(nvshmem_calloc(1, sizeof(unsigned long long)));
+  auto* counters = static_cast<unsigned long long*>(
+      nvshmem_calloc(gv::bench::kChainBytes / sizeof(unsigned long long), sizeof(unsigned long long)));
   std::uint64_t* cycles = nullptr;
   Timing* timing = nullptr;
   unsigned long long* sink = nullptr;
@@ -203,7 +206,7 @@ int run(int argc, char** argv) {
     if (me == 0) emit_latency(r.test, r.scope, r.bytes, iters, samples(true));
   }
   if (me == 0) {
-    fetch_add_chain<<<1, 1>>>(counter, warmup, iters, cycles, timing, sink);
+    fetch_add_chain<<<1, 1>>>(counters, warmup, iters, cycles, timing, sink);
     GV_BENCH_CUDA(cudaGetLastError());
     GV_BENCH_CUDA(cudaDeviceSynchronize());
     emit_latency("fetch_add", "thread", 8, iters, samples(false));
@@ -256,7 +259,7 @@ int run(int argc, char** argv) {
     }
   }
   nvshmem_barrier_all();
-  nvshmem_free(counter);
+  nvshmem_free(counters);
   nvshmem_free(flag);
   nvshmem_free(src);
   nvshmem_free(buf);
