@@ -4,8 +4,9 @@
 //   [0] credit  the seq of the last round the peer took from what this rank sent (peer writes)
 //   [1] sent    the seq of the last round this rank sent (this rank writes)
 //   [2] header  {u32 sender rank | kLlPacked, u32 seq} of the round arriving here (sender writes)
-//   [3...]      data words {u32 data, u32 seq}, one per 4 data bytes (the last zero-padded);
-//               over ib the data bytes themselves, packed, written before the header
+//   [3...]      data words {u32 data, u32 seq}, one per 4 data bytes (the last zero-padded; an
+//               empty message is one word of zeros); over ib the data bytes themselves, packed,
+//               written before the header
 // An aligned 8-byte store reaches the peer whole (single-copy atomic), so a word whose flag is
 // the round's seq carries that round's data: no fence between data and flag. The credit closes
 // the loop without a fence too: the receiver stores it after it has compared every word's flag,
@@ -48,6 +49,9 @@ GV_HD GV_INLINE constexpr bool ll_packed(std::uint64_t header) {
 /// Data words of an n-byte message (n <= kLlMaxBytes, so they count in 32 bits). Word indices
 /// are 32-bit: a bound check is one compare instead of a 64-bit compare's two.
 GV_HD GV_INLINE std::uint32_t ll_count(std::size_t n) { return static_cast<std::uint32_t>((n + 3) / 4); }
+/// Words a round stores over p2p: its data words, and one for an empty message, so that every
+/// round's arrival shows in a word (a receiver that watches only words sees it).
+GV_HD GV_INLINE std::uint32_t ll_words(std::size_t n) { return n > 4 ? ll_count(n) : 1; }
 
 /// Data word k of the n bytes at s (any alignment): 4 bytes, fewer in the last, zero-padded.
 GV_HD GV_INLINE std::uint32_t ll_gather(const unsigned char* s, std::size_t n, std::uint32_t k) {
@@ -132,7 +136,7 @@ GV_HD GV_INLINE std::uint32_t sync_share(std::uint32_t v, unsigned turn) {
 /// them in order).
 template <class G>
 GV_HD GV_INLINE void ll_send_words(std::uint64_t* words, const unsigned char* s, std::size_t n, std::uint32_t seq) {
-  const std::uint32_t count = ll_count(n), full = static_cast<std::uint32_t>(n / 4);
+  const std::uint32_t count = ll_words(n), full = static_cast<std::uint32_t>(n / 4);
   const std::uint32_t me = G::index(), cnt = G::count();
   std::uint32_t k = me;
   if ((reinterpret_cast<std::uintptr_t>(s) & 3u) == 0) {
@@ -155,13 +159,17 @@ GV_HD GV_INLINE void ll_send_words(std::uint64_t* words, const unsigned char* s,
 /// every poll and `credit` gets its value from the last one (an LlChannel's credit, free of a
 /// round trip); without it `credit` is untouched. `budget` and `abort` bound the wait as an
 /// Endpoint's do.
-template <class G, bool kCredit = false>
+/// Without kHeader the round has come when this member's words have (ll_words: an empty
+/// message is one word): nobody reads the header, and `header` is {0, seq}. For rounds that
+/// come as words (a p2p sender's); a packed round would never end.
+template <class G, bool kCredit = false, bool kHeader = true>
 GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
                                std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit) {
   const std::uint64_t* hdr = buf + 2;
   const std::uint64_t* words = buf + 3;
-  const std::uint32_t count = ll_count(n), me = G::index(), cnt = G::count();
-  std::uint64_t h = 0;
+  const std::uint32_t count = kHeader ? ll_count(n) : ll_words(n), me = G::index(), cnt = G::count();
+  const std::uint32_t data = ll_count(n);  // the words that carry bytes of out
+  std::uint64_t h = kHeader ? 0 : ll_word(0, seq);
   std::uint32_t k0 = me;
   do {
     // Every poll issues all its loads (the header, the credit, the whole batch) before it looks
@@ -172,7 +180,7 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
     std::uint64_t w[kLlBatch<G>] = {};
     const Status s = sync::bounded_wait(
         [&] {
-          h = load_word(hdr);
+          if (kHeader) h = load_word(hdr);
 #if !GV_DEVICE_PASS
           // Host ranks read the words only once the header says they are words: over ib the
           // area holds packed bytes the engine writes (a race ThreadSanitizer would report).
@@ -203,7 +211,7 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
 #pragma unroll
 #endif
     for (unsigned j = 0; j < kLlBatch<G>; ++j) {
-      if (k0 + j * cnt >= count) break;
+      if (k0 + j * cnt >= data) break;
       ll_scatter(out, n, k0 + j * cnt, static_cast<std::uint32_t>(w[j]));
     }
     k0 += kLlBatch<G> * cnt;
@@ -405,12 +413,19 @@ GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
     const std::uint64_t off = reinterpret_cast<std::uintptr_t>(mine_) - reinterpret_cast<std::uintptr_t>(ep_->heap);
     return detail::ll_wait<G>(*ep_, mine_, off, n, seq, out, from_);
   }
+  // A thread or block watches only its words, a warp the header too: on one H100 (llfast probe,
+  // archive/2026-11-26-h100-llfast.txt) the block's round at 8 B-1 KiB took 0.70-0.82 us without
+  // the header against 0.85-0.91 with it, a thread's of 8 B 0.90 against 1.11; a warp's of 8-64 B
+  // (fewer words than lanes) 0.81 with it against 0.89 without. The sender is not checked (the
+  // header says it): a p2p round comes from the PE the channel was opened for or breaks the
+  // contract of one sender per copy.
+  constexpr bool kHeader = std::is_same_v<G, Warp>;
   std::uint64_t header = 0, credit = credit_;
-  const Status got =
-      detail::ll_receive<G, true>(budget_, abort_, mine_, n, seq, static_cast<unsigned char*>(out), header, credit);
+  const Status got = detail::ll_receive<G, true, kHeader>(budget_, abort_, mine_, n, seq,
+                                                          static_cast<unsigned char*>(out), header, credit);
   // The leader's credit reaches every member through the sync that ends the receive.
   auto credit32 = static_cast<std::uint32_t>(credit);
-  const Status s = detail::ll_received<G, 1>(got, header, from_, &credit32, turns_ >> 1);
+  const Status s = detail::ll_received<G, 1>(got, header, -1, &credit32, turns_ >> 1);
   turns_ ^= 2u;
   if (s != Status::kOk) return s;
   if (G::index() == 0) detail::store_word(back_, std::uint64_t{seq});
