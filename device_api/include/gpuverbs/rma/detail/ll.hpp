@@ -77,42 +77,6 @@ GV_HD GV_INLINE void ll_load_credit(const std::uint64_t* p, std::uint64_t& credi
   sent = load_word(p + 1);
 }
 
-/// The worst status of the group's members (kOk unless one failed); a group-wide sync point.
-/// `value` becomes the leader's on every member, published by the same sync (a block's first
-/// barrier: one barrier in all when every member is kOk, where group_worst and from_leader took
-/// three). A call site (kSite) alternates between two slots (`turn`, which the caller flips on
-/// every call): a slot is written again only after the next call's sync, which every member
-/// reaches after it has read the slot.
-template <class G, int kSite = 0>
-GV_HD GV_INLINE Status group_worst(Status s, std::uint32_t* value = nullptr, unsigned turn = 0) {
-#if GV_DEVICE_PASS
-  if constexpr (std::is_same_v<G, Warp>) {
-    if (value != nullptr) *value = __shfl_sync(0xffffffffu, *value, 0);
-    if (!__any_sync(0xffffffffu, s != Status::kOk)) return Status::kOk;
-    auto w = static_cast<std::uint32_t>(s);
-    for (int d = 16; d > 0; d /= 2) w = max(w, __shfl_xor_sync(0xffffffffu, w, d));
-    return static_cast<Status>(w);
-  } else if constexpr (std::is_same_v<G, Block>) {
-    __shared__ std::uint32_t shared[2];
-    if (value != nullptr && G::index() == 0) shared[turn & 1u] = *value;
-    const bool failed = __syncthreads_or(s != Status::kOk);
-    if (value != nullptr) *value = shared[turn & 1u];
-    if (!failed) return Status::kOk;
-    __shared__ std::uint32_t worst;
-    if (G::index() == 0) worst = 0;
-    __syncthreads();
-    atomicMax(&worst, static_cast<std::uint32_t>(s));
-    __syncthreads();
-    const auto w = static_cast<Status>(worst);
-    __syncthreads();  // the slot may be reused by the next call
-    return w;
-  }
-#endif
-  (void)value;
-  (void)turn;
-  return s;
-}
-
 /// Every member syncs with the group and gets the leader's `v`: one barrier for a block (where
 /// a sync and from_leader take three), a shuffle for a warp. Slots as group_worst's (kSite, turn).
 template <class G, int kSite>

@@ -136,6 +136,42 @@ GV_HD GV_INLINE auto on_leader(F&& f) {
   return G::from_leader(r);
 }
 
+/// The worst status of the group's members (kOk unless one failed); a group-wide sync point.
+/// `value` becomes the leader's on every member, published by the same sync (a block's first
+/// barrier: one barrier in all when every member is kOk, where group_worst and from_leader took
+/// three). A call site (kSite) alternates between two slots (`turn`, which the caller flips on
+/// every call): a slot is written again only after the next call's sync, which every member
+/// reaches after it has read the slot.
+template <class G, int kSite = 0>
+GV_HD GV_INLINE Status group_worst(Status s, std::uint32_t* value = nullptr, unsigned turn = 0) {
+#if GV_DEVICE_PASS
+  if constexpr (std::is_same_v<G, Warp>) {
+    if (value != nullptr) *value = __shfl_sync(0xffffffffu, *value, 0);
+    if (!__any_sync(0xffffffffu, s != Status::kOk)) return Status::kOk;
+    auto w = static_cast<std::uint32_t>(s);
+    for (int d = 16; d > 0; d /= 2) w = max(w, __shfl_xor_sync(0xffffffffu, w, d));
+    return static_cast<Status>(w);
+  } else if constexpr (std::is_same_v<G, Block>) {
+    __shared__ std::uint32_t shared[2];
+    if (value != nullptr && G::index() == 0) shared[turn & 1u] = *value;
+    const bool failed = __syncthreads_or(s != Status::kOk);
+    if (value != nullptr) *value = shared[turn & 1u];
+    if (!failed) return Status::kOk;
+    __shared__ std::uint32_t worst;
+    if (G::index() == 0) worst = 0;
+    __syncthreads();
+    atomicMax(&worst, static_cast<std::uint32_t>(s));
+    __syncthreads();
+    const auto w = static_cast<Status>(worst);
+    __syncthreads();  // the slot may be reused by the next call
+    return w;
+  }
+#endif
+  (void)value;
+  (void)turn;
+  return s;
+}
+
 // ---- ib pieces -------------------------------------------------------------------------------
 
 /// The local SGE of a transfer over ib: this rank's heap (lkey), or inline when it fits and the
@@ -457,9 +493,33 @@ GV_HD Status g(const Endpoint& ep, const T* src, int pe, T& value) {
 
 // ---- Signals ------------------------------------------------------------------------------
 
+namespace detail {
+/// Largest put_signal a block leaves to its first warp: the warp's put_signal is the block's
+/// without 15 more warps each making the checks, running the copy's loop control and meeting
+/// the barrier before the release. One H200, half round trips of a block's put_signal at 8 B-1
+/// KiB, alternating binaries: 1.49-1.55 us, 1.35-1.37 delegated (the block's own floor,
+/// raw_put_sys, 1.20-1.31); at 256 B-2 KiB a warp's put_signal 1.36-1.50 against a block's
+/// 1.52-1.58 (archive/2026-11-26-h200-rma-ab-block-put-signal.txt). A thread's put_signal is
+/// faster still up to 128 B, but a block that left it to one thread was not: 1.52-1.66 us.
+inline constexpr std::size_t kBlockByWarp = 2048;
+}  // namespace detail
+
 template <class G>
 GV_HD Status put_signal(const Endpoint& ep, void* dst, const void* src, std::size_t bytes, std::uint64_t* sig,
                         std::uint64_t value, SignalOp op, int pe) {
+#if GV_DEVICE_PASS
+  if constexpr (std::is_same_v<G, Block>) {
+    // The other warps only wait. A barrier first: the block's writes to the source are behind
+    // it, as a block's copy (or, over ib, its post) has them; one at the end gives every thread
+    // the status and tells it the source may be reused (the warp's loads are done).
+    if (bytes <= detail::kBlockByWarp && Block::count() >= 32) {
+      Block::sync();
+      Status s = Status::kOk;
+      if (Block::index() < 32) s = detail::put_signal_impl<Warp>(ep, dst, src, bytes, sig, value, op, pe, true);
+      return detail::group_worst<Block>(s);
+    }
+  }
+#endif
   return detail::put_signal_impl<G>(ep, dst, src, bytes, sig, value, op, pe, true);
 }
 template <class G>
