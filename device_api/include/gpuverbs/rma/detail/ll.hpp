@@ -180,9 +180,10 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
       const std::uint32_t k = k0 + j * cnt;
       if (k >= data) break;
       // A whole word into an aligned `out` is one store; ll_scatter (per-word tests, a byte
-      // loop) only for the last word or an `out` not 4-byte aligned. One H200: a warp's round
-      // of 1 KiB 1.43 -> 1.32 us, 256 B 0.90 -> 0.84 (archive/2026-11-26-h100-llfast.txt, L5).
-      // Copying out at all costs more: without it (an experiment, L4) 1.13 and 0.73-0.78.
+      // loop) only for the last word or an `out` not 4-byte aligned. gv_rma on one H100,
+      // alternating binaries: a thread's LlChannel round of 128 B-4 KiB 2-8 % faster (1 KiB
+      // 20.5 -> 19.0 us), warp and block unchanged; the probe on one H200 had a warp's 1 KiB
+      // 1.43 -> 1.32 (archive/2026-11-26-h100-llfast.txt, L5).
       if (aligned & (k < whole)) reinterpret_cast<std::uint32_t*>(out)[k] = static_cast<std::uint32_t>(w[j]);
       else ll_scatter(out, n, k, static_cast<std::uint32_t>(w[j]));
     }

@@ -496,11 +496,11 @@ GV_HD Status g(const Endpoint& ep, const T* src, int pe, T& value) {
 namespace detail {
 /// Largest put_signal a block leaves to its first warp: the warp's put_signal is the block's
 /// without 15 more warps each making the checks, running the copy's loop control and meeting
-/// the barrier before the release. One H200, half round trips of a block's put_signal at 8 B-1
-/// KiB, alternating binaries: 1.49-1.55 us, 1.35-1.37 delegated (the block's own floor,
-/// raw_put_sys, 1.20-1.31); at 256 B-2 KiB a warp's put_signal 1.36-1.50 against a block's
-/// 1.52-1.58 (archive/2026-11-26-h200-rma-ab-block-put-signal.txt). A thread's put_signal is
-/// faster still up to 128 B, but a block that left it to one thread was not: 1.52-1.66 us.
+/// the barrier before the release. One H200, typical half round trips of a block's put_signal
+/// at 8 B-1 KiB, alternating binaries: 1.47-1.49 us, 1.32-1.34 delegated (a warp's own 1.31-1.34,
+/// the block's floor, raw_put_sys, 1.18-1.20; archive/2026-11-26-h200-rma-ab-block-put-signal.txt).
+/// A thread's put_signal is faster still up to 128 B (1.17-1.25), but a block that left it to
+/// one thread was not: 1.51-1.55 us at 16-128 B against the block's own 1.42.
 inline constexpr std::size_t kBlockByWarp = 2048;
 }  // namespace detail
 
