@@ -215,6 +215,11 @@ void put_signal_many_blocks(RmaGpu& t, std::size_t bytes, int rounds) {
 TEST_P(RmaGpu, PutSignalManyBlocksDataBeforeSignal) {
   put_signal_many_blocks<gv::rma::Thread>(*this, 8, 100);
   put_signal_many_blocks<gv::rma::Warp>(*this, 256, 60);
+  // A block's put_signal of up to kBlockByWarp bytes is its first warp's (the other warps wait):
+  // a word, an odd size and the largest such; then the block's own copy.
+  put_signal_many_blocks<gv::rma::Block>(*this, 8, 100);
+  put_signal_many_blocks<gv::rma::Block>(*this, 1000, 40);
+  put_signal_many_blocks<gv::rma::Block>(*this, gv::rma::detail::kBlockByWarp, 40);
   put_signal_many_blocks<gv::rma::Block>(*this, 4096, 40);
   put_signal_many_blocks<gv::rma::Block>(*this, 100003, 5);
 }
