@@ -564,14 +564,14 @@ GV_HD Status wait_until(const Endpoint& ep, const T* ivar, Cmp cmp, T value, T* 
   // load paid that load's round trip after the signal had arrived, on the critical path of a
   // ping-pong (a block's put_signal + wait_until on an H100, 2026-11-26: +0.09 us).
   const R r = detail::on_leader<G>([&]() -> R {
-    T seen{};
+    T v{};
     const Status s = sync::bounded_wait(
         [&] {
-          seen = detail::signal_seen_before_data(ivar);
-          return compare(seen, cmp, value);
+          v = detail::signal_seen_before_data(ivar);
+          return compare(v, cmp, value);
         },
         ep.budget, ep.abort);
-    return R{s, seen};
+    return R{s, v};
   });
   if (seen != nullptr) *seen = r.v;
   return r.st;
