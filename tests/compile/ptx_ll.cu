@@ -5,7 +5,7 @@
 #include <gpuverbs/rma.hpp>
 
 extern "C" __global__ void gv_pin_ll_send(std::uint64_t* buf, const unsigned char* src, std::size_t n, std::uint32_t seq) {
-  gv::rma::detail::ll_send_words<gv::rma::Thread>(buf + 3, src, n, seq);
+  gv::rma::detail::ll_send_lines<gv::rma::Thread>(buf + gv::rma::detail::kLlFirstWord, src, n, seq);
   gv::rma::detail::store_word(buf + 2, gv::rma::detail::ll_word(0, seq));
 }
 

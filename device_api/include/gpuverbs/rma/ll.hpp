@@ -19,9 +19,10 @@
 // round: a sender running ahead waits, it never overwrites a round not yet read.
 //
 // Cost: put_ll loads this rank's credit and sent words (one round trip to memory) and stores the
-// data words, twice the data's bytes; wait_ll polls the words and stores the credit back to the
-// sender. Over ib the data travels as a put_signal (one WRITE, then the header word) with the
-// same semantics.
+// data words, twice the data's bytes, two words (8 data bytes) per 16-byte store as in NCCL's
+// LL lines; wait_ll polls the words 16 bytes a load and stores the credit back to the sender.
+// Over ib the data travels as a put_signal (one WRITE, then the header word) with the same
+// semantics.
 //
 // LL128 (120 data bytes and one flag per 128-byte line) is not offered: it relies on a warp's
 // 128-byte store reaching the peer as one, which no test here has shown on this hardware.
@@ -35,14 +36,16 @@
 
 namespace gv::rma {
 
-/// Bytes before the data words: the credit and sent words of this rank's outgoing rounds, and
-/// the header word (sender and seq) of the incoming one.
-inline constexpr std::size_t kLlHeaderBytes = 24;
+/// Bytes before the data words: the credit and sent words of this rank's outgoing rounds, the
+/// header word (sender and seq) of the incoming one, and a word kept zero, so that the data words
+/// start 16-byte aligned (they travel in pairs, one 16-byte store each).
+inline constexpr std::size_t kLlHeaderBytes = 32;
 /// Largest LL message (the buffer holds twice the data).
 inline constexpr std::size_t kLlMaxBytes = std::size_t{1} << 30;
 
-/// Size of an LL buffer that carries messages of up to n bytes (an empty message is one word).
-GV_HD inline constexpr std::size_t ll_bytes(std::size_t n) { return kLlHeaderBytes + 8 * (n > 4 ? (n + 3) / 4 : 1); }
+/// Size of an LL buffer that carries messages of up to n bytes: 16 bytes (two flagged words) for
+/// every 8 data bytes, and for an empty message.
+GV_HD inline constexpr std::size_t ll_bytes(std::size_t n) { return kLlHeaderBytes + 16 * (n > 8 ? (n + 7) / 8 : 1); }
 
 /// Send n bytes of `src` (any alignment) into PE pe's copy of LL buffer `dst` as round `seq`.
 /// Returns when `src` may be reused. Waits (bounded) for the receiver to take the previous round.

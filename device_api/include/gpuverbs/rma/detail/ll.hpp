@@ -4,13 +4,15 @@
 //   [0] credit  the seq of the last round the peer took from what this rank sent (peer writes)
 //   [1] sent    the seq of the last round this rank sent (this rank writes)
 //   [2] header  {u32 sender rank | kLlPacked, u32 seq} of the round arriving here (sender writes)
-//   [3...]      data words {u32 data, u32 seq}, one per 4 data bytes (the last zero-padded; an
-//               empty message is one word of zeros); over ib the data bytes themselves, packed,
-//               written before the header
-// An aligned 8-byte store reaches the peer whole (single-copy atomic), so a word whose flag is
-// the round's seq carries that round's data: no fence between data and flag. The credit closes
-// the loop without a fence too: the receiver stores it after it has compared every word's flag,
-// so its loads are complete (the hardware performs no store ahead of the loads it depends on).
+//   [3]         never written, zero (so the data words start 16-byte aligned)
+//   [4...]      data words {u32 data, u32 seq}, one per 4 data bytes, in lines of two (16 bytes,
+//               one store and one load each; the last zero-padded, an empty message one line of
+//               zeros); over ib the data bytes themselves, packed, written before the header
+// An aligned 8-byte store reaches the peer whole (single-copy atomic; a 16-byte store is two such
+// words, unordered, so both flags are checked), so a word whose flag is the round's seq carries
+// that round's data: no fence between data and flag. The credit closes the loop without a fence
+// too: the receiver stores it after it has compared every word's flag, so its loads are complete
+// (the hardware performs no store ahead of the loads it depends on).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,10 +31,12 @@ namespace detail {
 
 /// Header bit: the data travelled packed (ib), not as flagged words.
 inline constexpr std::uint32_t kLlPacked = 0x80000000u;
-/// Words a member polls before it waits for any of them: a thread alone needs many in flight,
-/// a warp's or block's members share the work (and a block's registers).
+/// Index of the first data word in a copy (kLlHeaderBytes / 8).
+inline constexpr unsigned kLlFirstWord = kLlHeaderBytes / 8;
+/// Lines (two words) a member polls before it waits for any of them: a thread alone needs many
+/// in flight, a warp's or block's members share the work (and a block's registers).
 template <class G>
-inline constexpr unsigned kLlBatch = std::is_same_v<G, Thread> ? 16 : (std::is_same_v<G, Warp> ? 4 : 2);
+inline constexpr unsigned kLlBatch = std::is_same_v<G, Thread> ? 8 : (std::is_same_v<G, Warp> ? 4 : 1);
 
 GV_HD GV_INLINE constexpr std::uint64_t ll_word(std::uint32_t data, std::uint32_t seq) {
   return (std::uint64_t{seq} << 32) | data;
@@ -49,9 +53,11 @@ GV_HD GV_INLINE constexpr bool ll_packed(std::uint64_t header) {
 /// Data words of an n-byte message (n <= kLlMaxBytes, so they count in 32 bits). Word indices
 /// are 32-bit: a bound check is one compare instead of a 64-bit compare's two.
 GV_HD GV_INLINE std::uint32_t ll_count(std::size_t n) { return static_cast<std::uint32_t>((n + 3) / 4); }
-/// Words a round stores over p2p: its data words, and one for an empty message, so that every
+/// Lines (two data words, 8 data bytes) that carry bytes of an n-byte message.
+GV_HD GV_INLINE std::uint32_t ll_lines(std::size_t n) { return static_cast<std::uint32_t>((n + 7) / 8); }
+/// Lines a round stores over p2p: its data lines, and one for an empty message, so that every
 /// round's arrival shows in a word (a receiver that watches only words sees it).
-GV_HD GV_INLINE std::uint32_t ll_words(std::size_t n) { return n > 4 ? ll_count(n) : 1; }
+GV_HD GV_INLINE std::uint32_t ll_sent_lines(std::size_t n) { return n > 8 ? ll_lines(n) : 1; }
 
 /// Data word k of the n bytes at s (any alignment): 4 bytes, fewer in the last, zero-padded.
 GV_HD GV_INLINE std::uint32_t ll_gather(const unsigned char* s, std::size_t n, std::uint32_t k) {
@@ -95,46 +101,56 @@ GV_HD GV_INLINE std::uint32_t sync_share(std::uint32_t v, unsigned turn) {
   return v;
 }
 
-/// This member's data words of round seq, each stored whole with its flag. Four source words
-/// are loaded before the first store (the stores may alias the source, so the compiler keeps
-/// them in order).
+/// One line of round seq: data words 2 * line and 2 * line + 1 with their flags, one store.
+GV_HD GV_INLINE void ll_store_line(std::uint64_t* words, std::uint32_t line, std::uint64_t data, std::uint32_t seq) {
+  store_pair(words + 2 * line, ll_word(static_cast<std::uint32_t>(data), seq),
+             ll_word(static_cast<std::uint32_t>(data >> 32), seq));
+}
+
+/// This member's data lines of round seq (lines me, me + cnt, ...), each word stored whole with
+/// its flag. From an 8-byte aligned source four lines are loaded before the first store (the
+/// stores may alias the source, so the compiler keeps them in order); otherwise, and for the
+/// last, partial line, the bytes are gathered a word at a time.
 template <class G>
-GV_HD GV_INLINE void ll_send_words(std::uint64_t* words, const unsigned char* s, std::size_t n, std::uint32_t seq) {
-  const std::uint32_t count = ll_words(n), full = static_cast<std::uint32_t>(n / 4);
+GV_HD GV_INLINE void ll_send_lines(std::uint64_t* words, const unsigned char* s, std::size_t n, std::uint32_t seq) {
+  const std::uint32_t lines = ll_sent_lines(n), full = static_cast<std::uint32_t>(n / 8);
   const std::uint32_t me = G::index(), cnt = G::count();
   std::uint32_t k = me;
-  if ((reinterpret_cast<std::uintptr_t>(s) & 3u) == 0) {
-    const auto* s32 = reinterpret_cast<const std::uint32_t*>(s);
+  if ((reinterpret_cast<std::uintptr_t>(s) & 7u) == 0) {
+    const auto* s64 = reinterpret_cast<const std::uint64_t*>(s);
     for (; k + 3 * cnt < full; k += 4 * cnt) {
-      const std::uint32_t a = s32[k], b = s32[k + cnt], c = s32[k + 2 * cnt], e = s32[k + 3 * cnt];
-      store_word(words + k, ll_word(a, seq));
-      store_word(words + k + cnt, ll_word(b, seq));
-      store_word(words + k + 2 * cnt, ll_word(c, seq));
-      store_word(words + k + 3 * cnt, ll_word(e, seq));
+      const std::uint64_t a = s64[k], b = s64[k + cnt], c = s64[k + 2 * cnt], e = s64[k + 3 * cnt];
+      ll_store_line(words, k, a, seq);
+      ll_store_line(words, k + cnt, b, seq);
+      ll_store_line(words, k + 2 * cnt, c, seq);
+      ll_store_line(words, k + 3 * cnt, e, seq);
     }
-    for (; k < full; k += cnt) store_word(words + k, ll_word(s32[k], seq));
+    for (; k < full; k += cnt) ll_store_line(words, k, s64[k], seq);
   }
-  for (; k < count; k += cnt) store_word(words + k, ll_word(ll_gather(s, n, k), seq));
+  for (; k < lines; k += cnt)
+    ll_store_line(words, k, ll_gather(s, n, 2 * k) | (std::uint64_t{ll_gather(s, n, 2 * k + 1)} << 32), seq);
 }
 
 /// This member's part of receiving round seq: the header (every member watches it: it says how
-/// the data travelled) and this member's data words, polled a batch at a time, copied to out.
+/// the data travelled) and this member's data lines, polled a batch at a time, copied to out.
 /// `header` gets the header word. With kCredit the leader also loads this copy's credit word in
 /// every poll and `credit` gets its value from the last one (an LlChannel's credit, free of a
 /// round trip); without it `credit` is untouched. `budget` and `abort` bound the wait as an
 /// Endpoint's do.
-/// Without kHeader the round has come when this member's words have (ll_words: an empty
-/// message is one word): nobody reads the header, and `header` is {0, seq}. For rounds that
+/// Without kHeader the round has come when this member's lines have (ll_sent_lines: an empty
+/// message is one line): nobody reads the header, and `header` is {0, seq}. For rounds that
 /// come as words (a p2p sender's); a packed round would never end.
 template <class G, bool kCredit = false, bool kHeader = true>
 GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
                                std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit) {
   const std::uint64_t* hdr = buf + 2;
-  const std::uint64_t* words = buf + 3;
-  const std::uint32_t count = kHeader ? ll_count(n) : ll_words(n), me = G::index(), cnt = G::count();
-  const std::uint32_t data = ll_count(n);  // the words that carry bytes of out
-  const std::uint32_t whole = static_cast<std::uint32_t>(n / 4);  // ... all four of them
-  const bool aligned = (reinterpret_cast<std::uintptr_t>(out) & 3u) == 0;
+  const std::uint64_t* words = buf + kLlFirstWord;
+  const std::uint32_t count = kHeader ? ll_lines(n) : ll_sent_lines(n), me = G::index(), cnt = G::count();
+  const std::uint32_t lines = ll_lines(n);  // the lines that carry bytes of out
+  const std::uint32_t data = ll_count(n);   // the words that do
+  const std::uint32_t whole = static_cast<std::uint32_t>(n / 4);  // ... all four of their bytes
+  const auto at = reinterpret_cast<std::uintptr_t>(out);
+  const bool aligned4 = (at & 3u) == 0, aligned8 = (at & 7u) == 0;
   std::uint64_t h = kHeader ? 0 : ll_word(0, seq);
   std::uint32_t k0 = me;
   do {
@@ -143,7 +159,7 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
     // branch on the last poll's value) spent ~0.11 us per word of a thread's batch on an H100;
     // one that stored the credit through a pointer between the loads made each poll three round
     // trips, header, credit, words, one after another (ncu on an H200, 2026-11-26).
-    std::uint64_t w[kLlBatch<G>] = {};
+    std::uint64_t w[2 * kLlBatch<G>] = {};
     const Status s = sync::bounded_wait(
         [&] {
           if (kHeader) h = load_word(hdr);
@@ -159,14 +175,14 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
 #pragma unroll
 #endif
           for (unsigned j = 0; j < kLlBatch<G>; ++j)
-            if (k0 + j * cnt < count) w[j] = load_word(words + k0 + j * cnt);
+            if (k0 + j * cnt < count) load_pair(words + 2 * (k0 + j * cnt), w[2 * j], w[2 * j + 1]);
           bool all = true;
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
           for (unsigned j = 0; j < kLlBatch<G>; ++j) {
             if (k0 + j * cnt >= count) break;  // a short message stops here, not after the batch
-            all &= ll_seq(w[j]) == seq;
+            all &= (ll_seq(w[2 * j]) == seq) & (ll_seq(w[2 * j + 1]) == seq);
           }
           return ll_seq(h) == seq && (all || ll_packed(h));
         },
@@ -177,15 +193,24 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
 #pragma unroll
 #endif
     for (unsigned j = 0; j < kLlBatch<G>; ++j) {
-      const std::uint32_t k = k0 + j * cnt;
-      if (k >= data) break;
-      // A whole word into an aligned `out` is one store; ll_scatter (per-word tests, a byte
-      // loop) only for the last word or an `out` not 4-byte aligned. gv_rma on one H100,
-      // alternating binaries: a thread's LlChannel round of 128 B-4 KiB 2-8 % faster (1 KiB
-      // 20.5 -> 19.0 us), warp and block unchanged; the probe on one H200 had a warp's 1 KiB
-      // 1.43 -> 1.32 (archive/2026-11-26-h100-llfast.txt, L5).
-      if (aligned & (k < whole)) reinterpret_cast<std::uint32_t*>(out)[k] = static_cast<std::uint32_t>(w[j]);
-      else ll_scatter(out, n, k, static_cast<std::uint32_t>(w[j]));
+      const std::uint32_t line = k0 + j * cnt;
+      if (line >= lines) break;
+      const std::uint32_t k = 2 * line;
+      const auto lo = static_cast<std::uint32_t>(w[2 * j]), hi = static_cast<std::uint32_t>(w[2 * j + 1]);
+      // Whole words into an aligned `out` are stored as they are, a line's two as one 8-byte
+      // store; ll_scatter (per-word tests, a byte loop) only for the last word or an `out` not
+      // 4-byte aligned. gv_rma on one H100, alternating binaries: a thread's LlChannel round of
+      // 128 B-4 KiB 2-8 % faster with whole words stored than with ll_scatter for every word
+      // (archive/2026-11-26-h100-rma-ab-dbe8fa5.txt).
+      if (aligned8 & (k + 1 < whole)) {
+        reinterpret_cast<std::uint64_t*>(out)[line] = (std::uint64_t{hi} << 32) | lo;
+        continue;
+      }
+      if (aligned4 & (k < whole)) reinterpret_cast<std::uint32_t*>(out)[k] = lo;
+      else ll_scatter(out, n, k, lo);
+      if (k + 1 >= data) continue;
+      if (aligned4 & (k + 1 < whole)) reinterpret_cast<std::uint32_t*>(out)[k + 1] = hi;
+      else ll_scatter(out, n, k + 1, hi);
     }
     k0 += kLlBatch<G> * cnt;
   } while (k0 < count);
@@ -217,7 +242,7 @@ GV_HD GV_INLINE Status ll_wait_credit(Budget budget, const std::uint32_t* abort,
 template <class G>
 GV_HD GV_INLINE void ll_send_p2p(std::uint64_t* theirs, std::uint64_t* mine, const void* src, std::size_t n,
                                  std::uint32_t seq, std::uint32_t from) {
-  ll_send_words<G>(theirs + 3, static_cast<const unsigned char*>(src), n, seq);
+  ll_send_lines<G>(theirs + kLlFirstWord, static_cast<const unsigned char*>(src), n, seq);
   if (G::index() == 0) {
     store_word(theirs + 2, ll_word(from, seq));
     store_word(mine + 1, std::uint64_t{seq});

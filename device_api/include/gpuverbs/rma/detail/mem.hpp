@@ -64,6 +64,28 @@ GV_HD GV_INLINE T load_word(const T* p) {
 #endif
 }
 
+/// Two words at 16-byte aligned p, stored where a peer polls them: on the GPU one 16-byte store
+/// (st.volatile.v2.u64: each word single-copy atomic, the two unordered with each other, so a
+/// reader checks both), on the host two store_word.
+GV_HD GV_INLINE void store_pair(std::uint64_t* p, std::uint64_t a, std::uint64_t b) {
+#if GV_DEVICE_PASS
+  asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+#else
+  store_word(p, a);
+  store_word(p + 1, b);
+#endif
+}
+
+/// The loads that poll store_pair's words: one 16-byte load on the GPU, two load_word on the host.
+GV_HD GV_INLINE void load_pair(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) {
+#if GV_DEVICE_PASS
+  asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+#else
+  a = load_word(p);
+  b = load_word(p + 1);
+#endif
+}
+
 /// An acquire load at system scope: what the peer published before its store is visible to what
 /// this thread reads next. wait_until polls with it; test() and the LL receive's ib fallback
 /// read it once, after their relaxed check holds.
