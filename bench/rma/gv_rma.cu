@@ -16,7 +16,8 @@
 //   rate        8/64/512-byte puts to scattered destinations (distinct cache lines), Mmsg/s
 //   anchors     raw flag-in-every-8-bytes ping-pong; raw fenced ping-pongs (8 bytes from
 //               registers; and raw_put_sys: 8 B..4 KiB from memory at thread and block scope,
-//               put_signal's floor); raw peer fetch-and-add chains at gpu and system scope;
+//               put_signal's floor); raw_ll: flagged 16-byte lines by hand, one a member (an
+//               LlChannel's floor: 8 B from a thread, to 256 B from a warp, to 4 KiB from a block); raw peer fetch-and-add chains at gpu and system scope;
 //               cudaMemcpyPeerAsync bandwidth
 // Latency columns are perftest's, half round trip for ping-pongs, in microseconds. Per-iteration
 // times come from clock64() calibrated against %globaltimer over the whole loop.
@@ -271,6 +272,58 @@ __global__ void raw_put_pingpong(int rank, const uint4* src, uint4* theirs, std:
       }
     }
     return G::from_leader(static_cast<std::uint32_t>(ok)) != 0;
+  };
+  LoopClock clock{warmup, cycles, rank == 0 && me == 0};
+  if (!raw_rounds(rank, warmup, iters, clock, put, wait)) {
+    if (me == 0) *st = static_cast<std::uint32_t>(Status::kTimeout);
+    return;
+  }
+  clock.finish(timing);
+}
+
+/// Every member's `ok`, and a sync of the group (a block's barrier, a warp's vote).
+template <class G>
+__device__ __forceinline__ bool group_all(bool ok) {
+  if constexpr (std::is_same_v<G, rma::Block>) return __syncthreads_and(ok) != 0;
+  else if constexpr (std::is_same_v<G, rma::Warp>) return __all_sync(0xffffffffu, ok) != 0;
+  else return ok;
+}
+
+/// Anchor: the LL protocol's own floor, written by hand. Each member stores its 8 bytes of `src`
+/// as one flagged line ({4 data bytes, round} twice, one 16-byte relaxed store) straight into the
+/// peer's buffer; the waiting member polls its line of its own buffer with 16-byte relaxed loads
+/// until both flags carry the round, copies the data to `out`, and the group syncs. No argument
+/// checks, header, credit word, abort word or poll batches: what an LlChannel round costs at least.
+/// One line a member: up to 8 B from a thread, 256 B from a warp, 4 KiB from a block of 512.
+template <class G>
+__global__ void raw_ll_pingpong(int rank, const std::uint64_t* src, std::uint64_t* mine, std::uint64_t* theirs,
+                                std::uint64_t* out, std::size_t bytes, int warmup, int iters, std::uint64_t* cycles,
+                                Timing* timing, gv::Budget budget, std::uint32_t* st) {
+  const unsigned me = G::index();
+  const bool has_line = me < bytes / 8;
+  auto put = [&](std::uint32_t i) {
+    if (!has_line) return;
+    const std::uint64_t d = src[me], flag = std::uint64_t{i} << 32;
+    asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(theirs + 2 * me), "l"(flag | (d & 0xffffffffu)),
+                 "l"(flag | (d >> 32))
+                 : "memory");
+  };
+  auto wait = [&](std::uint32_t i) {
+    bool ok = true;
+    if (has_line) {
+      const std::uint64_t start = gtimer();
+      std::uint64_t a = 0, b = 0;
+      for (std::uint32_t n = 1;; ++n) {
+        asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(mine + 2 * me) : "memory");
+        if (static_cast<std::uint32_t>(a >> 32) == i && static_cast<std::uint32_t>(b >> 32) == i) break;
+        if ((n & 1023u) == 0 && gtimer() - start > budget.ns) {
+          ok = false;
+          break;
+        }
+      }
+      out[me] = (b << 32) | (a & 0xffffffffu);
+    }
+    return group_all<G>(ok);
   };
   LoopClock clock{warmup, cycles, rank == 0 && me == 0};
   if (!raw_rounds(rank, warmup, iters, clock, put, wait)) {
@@ -602,6 +655,39 @@ void run_anchors(Options& o, Pair& p) {
           GV_BENCH_CUDA(cudaGetLastError());
         }
         if (p.finish("raw_put_sys")) emit_latency("raw_put_sys", block ? "block" : "thread", "peer", bytes, iters, p.samples(iters, true));
+      }
+    }
+    // The LL protocol's floor (one line a member; the buffers zeroed, since rounds start at 1).
+    std::uint64_t* their_ll[2] = {static_cast<std::uint64_t*>(p.w[0]->ptr(p.buf[0], 1)),
+                                  static_cast<std::uint64_t*>(p.w[1]->ptr(p.buf[1], 0))};
+    constexpr std::size_t kLlArea = 8192;  // 512 lines; `out` follows
+    for (const char* scope : {"thread", "warp", "block"}) {
+      const std::size_t top = scope[0] == 't' ? 8 : (scope[0] == 'w' ? 256 : 4096);
+      for (std::size_t bytes = 8; bytes <= std::min(top, p.area / 4); bytes *= 2) {
+        p.reset();
+        for (int r = 0; r < 2; ++r) {
+          p.on(r);
+          GV_BENCH_CUDA(cudaMemsetAsync(p.buf[r], 0, kLlArea, p.s[r]));
+          GV_BENCH_CUDA(cudaStreamSynchronize(p.s[r]));
+        }
+        for (int r : {1, 0}) {
+          p.on(r);
+          const auto* src = reinterpret_cast<const std::uint64_t*>(p.src[r]);
+          auto* mine = reinterpret_cast<std::uint64_t*>(p.buf[r]);
+          auto* out = reinterpret_cast<std::uint64_t*>(p.buf[r] + kLlArea);
+          const gv::Budget budget = p.ep(r).budget;
+          if (scope[0] == 't')
+            raw_ll_pingpong<rma::Thread><<<1, 1, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
+                                                              p.cycles, p.timing, budget, p.st[r]);
+          else if (scope[0] == 'w')
+            raw_ll_pingpong<rma::Warp><<<1, 32, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters, p.cycles,
+                                                             p.timing, budget, p.st[r]);
+          else
+            raw_ll_pingpong<rma::Block><<<1, 512, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
+                                                               p.cycles, p.timing, budget, p.st[r]);
+          GV_BENCH_CUDA(cudaGetLastError());
+        }
+        if (p.finish("raw_ll")) emit_latency("raw_ll", scope, "peer", bytes, iters, p.samples(iters, true));
       }
     }
     // The floor of rma::fetch_add over p2p: the same chain on raw atomics at each scope.
