@@ -1,7 +1,7 @@
 // PTX pin: a flag-in-data message needs no fence. Over p2p, put_ll's words and header are
-// relaxed 8-byte stores and wait_ll polls with relaxed loads; the one acquire is the ib
-// fallback's (the data packed, its header written after it). ptx_ll.expected lists the
-// instructions; check_ptx_order.cmake compares.
+// relaxed stores and wait_ll polls with relaxed loads; the one acquire of a receive body is the
+// ib fallback's (the data packed, its header written after it; a thread's receive has two
+// bodies, one line and a batch). check_ptx_no_fence.cmake counts them.
 #include <gpuverbs/rma.hpp>
 
 extern "C" __global__ void gv_pin_ll_send(std::uint64_t* buf, const unsigned char* src, std::size_t n, std::uint32_t seq) {

@@ -107,14 +107,54 @@ GV_HD GV_INLINE void ll_store_line(std::uint64_t* words, std::uint32_t line, std
              ll_word(static_cast<std::uint32_t>(data >> 32), seq));
 }
 
+/// The common case of ll_send_lines: lines me + j * cnt, j < kBatch, that exist.
+template <class G, unsigned kBatch>
+GV_HD GV_INLINE void ll_send_batch(std::uint64_t* words, const std::uint64_t* s64, std::uint32_t lines,
+                                   std::uint32_t seq) {
+  const std::uint32_t me = G::index(), cnt = G::count();
+  std::uint64_t v[kBatch] = {};
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+  for (unsigned j = 0; j < kBatch; ++j)
+    if (me + j * cnt < lines) v[j] = s64[me + j * cnt];
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+  for (unsigned j = 0; j < kBatch; ++j)
+    if (me + j * cnt < lines) ll_store_line(words, me + j * cnt, v[j], seq);
+}
+
+/// Whether an n-byte message at p is ll_send_batch's and ll_receive's common case: whole lines
+/// (8 data bytes) at an 8-byte aligned address, at most a poll batch of them a member.
+template <class G>
+GV_HD GV_INLINE bool ll_whole_batch(const void* p, std::size_t n) {
+  return (((reinterpret_cast<std::uintptr_t>(p) | n) & 7u) == 0) & (n != 0) &
+         (n <= std::size_t{8} * kLlBatch<G> * G::count());
+}
+
+/// The lines of such a message: a thread's one line alone (as ll_receive polls it), else a batch.
+template <class G>
+GV_HD GV_INLINE void ll_send_whole(std::uint64_t* words, const std::uint64_t* s64, std::size_t n, std::uint32_t seq) {
+  if (std::is_same_v<G, Thread> && n <= 8) ll_send_batch<G, 1>(words, s64, 1, seq);
+  else ll_send_batch<G, kLlBatch<G>>(words, s64, ll_lines(n), seq);
+}
+
 /// This member's data lines of round seq (lines me, me + cnt, ...), each word stored whole with
-/// its flag. From an 8-byte aligned source four lines are loaded before the first store (the
-/// stores may alias the source, so the compiler keeps them in order); otherwise, and for the
-/// last, partial line, the bytes are gathered a word at a time.
+/// its flag. The common case, whole lines from an 8-byte aligned source and at most a poll
+/// batch of them a member (a thread's 64 B, a warp's 1 KiB, a block's 4 KiB), loads its lines,
+/// then stores them, predicated, without loops (ll_send_batch). Otherwise, from an 8-byte
+/// aligned source four lines are loaded before the first store (the stores may alias the
+/// source, so the compiler keeps them in order); from any other source, and for the last,
+/// partial line, the bytes are gathered a word at a time.
 template <class G>
 GV_HD GV_INLINE void ll_send_lines(std::uint64_t* words, const unsigned char* s, std::size_t n, std::uint32_t seq) {
   const std::uint32_t lines = ll_sent_lines(n), full = static_cast<std::uint32_t>(n / 8);
   const std::uint32_t me = G::index(), cnt = G::count();
+  if (ll_whole_batch<G>(s, n)) {
+    ll_send_whole<G>(words, reinterpret_cast<const std::uint64_t*>(s), n, seq);
+    return;
+  }
   std::uint32_t k = me;
   if ((reinterpret_cast<std::uintptr_t>(s) & 7u) == 0) {
     const auto* s64 = reinterpret_cast<const std::uint64_t*>(s);
@@ -140,9 +180,12 @@ GV_HD GV_INLINE void ll_send_lines(std::uint64_t* words, const unsigned char* s,
 /// Without kHeader the round has come when this member's lines have (ll_sent_lines: an empty
 /// message is one line): nobody reads the header, and `header` is {0, seq}. For rounds that
 /// come as words (a p2p sender's); a packed round would never end.
-template <class G, bool kCredit = false, bool kHeader = true>
-GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
-                               std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit) {
+/// ll_receive with batches of kBatch lines a member; kWhole: the caller has found the message
+/// ll_whole_batch's case (for `out`), so no other copy is compiled in.
+template <class G, unsigned kBatch, bool kCredit, bool kHeader, bool kWhole>
+GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
+                                     std::uint32_t seq, unsigned char* out, std::uint64_t& header,
+                                     std::uint64_t& credit) {
   const std::uint64_t* hdr = buf + 2;
   const std::uint64_t* words = buf + kLlFirstWord;
   const std::uint32_t count = kHeader ? ll_lines(n) : ll_sent_lines(n), me = G::index(), cnt = G::count();
@@ -151,6 +194,7 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
   const std::uint32_t whole = static_cast<std::uint32_t>(n / 4);  // ... all four of their bytes
   const auto at = reinterpret_cast<std::uintptr_t>(out);
   const bool aligned4 = (at & 3u) == 0, aligned8 = (at & 7u) == 0;
+  const bool whole_lines = kWhole || (aligned8 & ((n & 7u) == 0));
   std::uint64_t h = kHeader ? 0 : ll_word(0, seq);
   std::uint32_t k0 = me;
   do {
@@ -159,7 +203,7 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
     // branch on the last poll's value) spent ~0.11 us per word of a thread's batch on an H100;
     // one that stored the credit through a pointer between the loads made each poll three round
     // trips, header, credit, words, one after another (ncu on an H200, 2026-11-26).
-    std::uint64_t w[2 * kLlBatch<G>] = {};
+    std::uint64_t w[2 * kBatch] = {};
     const Status s = sync::bounded_wait(
         [&] {
           if (kHeader) h = load_word(hdr);
@@ -174,13 +218,13 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
-          for (unsigned j = 0; j < kLlBatch<G>; ++j)
+          for (unsigned j = 0; j < kBatch; ++j)
             if (k0 + j * cnt < count) load_pair(words + 2 * (k0 + j * cnt), w[2 * j], w[2 * j + 1]);
           bool all = true;
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
-          for (unsigned j = 0; j < kLlBatch<G>; ++j) {
+          for (unsigned j = 0; j < kBatch; ++j) {
             if (k0 + j * cnt >= count) break;  // a short message stops here, not after the batch
             all &= (ll_seq(w[2 * j]) == seq) & (ll_seq(w[2 * j + 1]) == seq);
           }
@@ -189,30 +233,41 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
         budget, abort);
     if (s != Status::kOk) return s;
     if (ll_packed(h)) break;
+    if (whole_lines) {
+      // Every line whole into an 8-byte aligned `out`: one 8-byte store a line, predicated.
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
-    for (unsigned j = 0; j < kLlBatch<G>; ++j) {
-      const std::uint32_t line = k0 + j * cnt;
-      if (line >= lines) break;
-      const std::uint32_t k = 2 * line;
-      const auto lo = static_cast<std::uint32_t>(w[2 * j]), hi = static_cast<std::uint32_t>(w[2 * j + 1]);
-      // Whole words into an aligned `out` are stored as they are, a line's two as one 8-byte
-      // store; ll_scatter (per-word tests, a byte loop) only for the last word or an `out` not
-      // 4-byte aligned. gv_rma on one H100, alternating binaries: a thread's LlChannel round of
-      // 128 B-4 KiB 2-8 % faster with whole words stored than with ll_scatter for every word
-      // (archive/2026-11-26-h100-rma-ab-dbe8fa5.txt).
-      if (aligned8 & (k + 1 < whole)) {
-        reinterpret_cast<std::uint64_t*>(out)[line] = (std::uint64_t{hi} << 32) | lo;
-        continue;
+      for (unsigned j = 0; j < kBatch; ++j)
+        if (k0 + j * cnt < lines)
+          reinterpret_cast<std::uint64_t*>(out)[k0 + j * cnt] =
+              (w[2 * j + 1] << 32) | static_cast<std::uint32_t>(w[2 * j]);
+    } else if constexpr (!kWhole) {
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+      for (unsigned j = 0; j < kBatch; ++j) {
+        const std::uint32_t line = k0 + j * cnt;
+        if (line >= lines) break;
+        const std::uint32_t k = 2 * line;
+        const auto lo = static_cast<std::uint32_t>(w[2 * j]), hi = static_cast<std::uint32_t>(w[2 * j + 1]);
+        // Whole words into an aligned `out` are stored as they are, a line's two as one 8-byte
+        // store; ll_scatter (per-word tests, a byte loop) only for the last word or an `out` not
+        // 4-byte aligned. gv_rma on one H100, alternating binaries: a thread's LlChannel round of
+        // 128 B-4 KiB 2-8 % faster with whole words stored than with ll_scatter for every word
+        // (archive/2026-11-26-h100-rma-ab-dbe8fa5.txt).
+        if (aligned8 & (k + 1 < whole)) {
+          reinterpret_cast<std::uint64_t*>(out)[line] = (std::uint64_t{hi} << 32) | lo;
+          continue;
+        }
+        if (aligned4 & (k < whole)) reinterpret_cast<std::uint32_t*>(out)[k] = lo;
+        else ll_scatter(out, n, k, lo);
+        if (k + 1 >= data) continue;
+        if (aligned4 & (k + 1 < whole)) reinterpret_cast<std::uint32_t*>(out)[k + 1] = hi;
+        else ll_scatter(out, n, k + 1, hi);
       }
-      if (aligned4 & (k < whole)) reinterpret_cast<std::uint32_t*>(out)[k] = lo;
-      else ll_scatter(out, n, k, lo);
-      if (k + 1 >= data) continue;
-      if (aligned4 & (k + 1 < whole)) reinterpret_cast<std::uint32_t*>(out)[k + 1] = hi;
-      else ll_scatter(out, n, k + 1, hi);
     }
-    k0 += kLlBatch<G> * cnt;
+    k0 += kBatch * cnt;
   } while (k0 < count);
   if (ll_packed(h)) {
     // Over ib the header is a signal after the data: acquire it as wait_until does, then copy.
@@ -221,6 +276,19 @@ GV_HD inline Status ll_receive(Budget budget, const std::uint32_t* abort, const 
   }
   header = h;
   return Status::kOk;
+}
+
+/// This member's part of receiving round seq (see above): a thread whose message is one line
+/// polls that line alone (a batch of 8 lines, 7 of them predicated off, cost ~0.05 us a round
+/// on an H100), every other call polls in batches of kLlBatch<G>.
+template <class G, bool kCredit = false, bool kHeader = true, bool kWhole = false>
+GV_HD GV_INLINE Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
+                                  std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit) {
+  if constexpr (std::is_same_v<G, Thread>) {
+    if (n <= 8)
+      return ll_receive_batch<G, 1, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
+  }
+  return ll_receive_batch<G, kLlBatch<G>, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
 }
 
 /// The leader's wait (bounded) until the receiver has taken round `sent` (credit == sent), from
@@ -236,6 +304,15 @@ GV_HD GV_INLINE Status ll_wait_credit(Budget budget, const std::uint32_t* abort,
       budget, abort);
 }
 
+/// The leader's header word of round seq into the peer's copy, and this copy's sent word.
+template <class G>
+GV_HD GV_INLINE void ll_mark_sent(std::uint64_t* theirs, std::uint64_t* mine, std::uint32_t seq, std::uint32_t from) {
+  if (G::index() == 0) {
+    store_word(theirs + 2, ll_word(from, seq));
+    store_word(mine + 1, std::uint64_t{seq});
+  }
+}
+
 /// Round seq over p2p: the data words and the header into the peer's copy `theirs`, and the sent
 /// word of this rank's copy `mine` (read only by this rank's later calls). The caller syncs the
 /// group after it: until then a member may still be reading its part of src.
@@ -243,10 +320,7 @@ template <class G>
 GV_HD GV_INLINE void ll_send_p2p(std::uint64_t* theirs, std::uint64_t* mine, const void* src, std::size_t n,
                                  std::uint32_t seq, std::uint32_t from) {
   ll_send_lines<G>(theirs + kLlFirstWord, static_cast<const unsigned char*>(src), n, seq);
-  if (G::index() == 0) {
-    store_word(theirs + 2, ll_word(from, seq));
-    store_word(mine + 1, std::uint64_t{seq});
-  }
+  ll_mark_sent<G>(theirs, mine, seq, from);
 }
 
 }  // namespace detail
@@ -373,26 +447,38 @@ GV_HD Status LlChannel<G>::open(const Endpoint& ep, void* buf, std::size_t n, in
 
 template <class G>
 GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq) {
-  if (ep_ == nullptr || seq == 0 || n > max_ || (n != 0 && src == nullptr)) return Status::kInvalidArgument;
-  if (theirs_ == nullptr) return put_ll<G>(*ep_, mine_, src, n, seq, to_);
-  if (seq == sent_) return Status::kInvalidArgument;
-  // The abort word as locate_p2p_later reads it: on the host before anything moves, on the GPU
-  // after the stores.
-  if (!GV_DEVICE_PASS && detail::load_word(aborted_) != 0) return Status::kAborted;
-  if (credit_ != sent_) {
-    // The last wait() did not see the credit of the last round (or there was none): load it.
-    struct Credit {
-      std::uint32_t status, credit;
-    };
-    const Credit c = detail::on_leader<G>([&] {
-      std::uint64_t credit = credit_, sent = sent_;
-      const Status s = detail::ll_wait_credit(budget_, abort_, mine_, credit, sent);
-      return Credit{static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(credit)};
-    });
-    if (static_cast<Status>(c.status) != Status::kOk) return static_cast<Status>(c.status);
-    credit_ = c.credit;
+  // The common case in one test, as direct() for the other operations: a p2p channel on the GPU,
+  // a new round the last wait() saw the credit for, whole lines of an aligned `src` that fit one
+  // batch a member. Then the lines go without the general path's branches, each of which cost
+  // its share of a round's critical path (gv_rma on one H100, alternating binaries: a thread's
+  // 8 B round 0.55 -> 0.39 us with this test and wait()'s receive without the general copy).
+  const bool common = GV_DEVICE_PASS & (theirs_ != nullptr) & (src != nullptr) & (seq != 0) & (seq != sent_) &
+                      (credit_ == sent_) & (n <= max_) & detail::ll_whole_batch<G>(src, n);
+  if (common) {
+    detail::ll_send_whole<G>(theirs_ + detail::kLlFirstWord, static_cast<const std::uint64_t*>(src), n, seq);
+    detail::ll_mark_sent<G>(theirs_, mine_, seq, rank_);
+  } else {
+    if (ep_ == nullptr || seq == 0 || n > max_ || (n != 0 && src == nullptr)) return Status::kInvalidArgument;
+    if (theirs_ == nullptr) return put_ll<G>(*ep_, mine_, src, n, seq, to_);
+    if (seq == sent_) return Status::kInvalidArgument;
+    // The abort word as locate_p2p_later reads it: on the host before anything moves, on the GPU
+    // after the stores.
+    if (!GV_DEVICE_PASS && detail::load_word(aborted_) != 0) return Status::kAborted;
+    if (credit_ != sent_) {
+      // The last wait() did not see the credit of the last round (or there was none): load it.
+      struct Credit {
+        std::uint32_t status, credit;
+      };
+      const Credit c = detail::on_leader<G>([&] {
+        std::uint64_t credit = credit_, sent = sent_;
+        const Status s = detail::ll_wait_credit(budget_, abort_, mine_, credit, sent);
+        return Credit{static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(credit)};
+      });
+      if (static_cast<Status>(c.status) != Status::kOk) return static_cast<Status>(c.status);
+      credit_ = c.credit;
+    }
+    detail::ll_send_p2p<G>(theirs_, mine_, src, n, seq, rank_);
   }
-  detail::ll_send_p2p<G>(theirs_, mine_, src, n, seq, rank_);
   std::uint32_t raised = 0;
   // After the stores, as abort_after.
   if (GV_DEVICE_PASS && G::index() == 0) raised = detail::load_word(aborted_);
@@ -419,8 +505,14 @@ GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
   // contract of one sender per copy.
   constexpr bool kHeader = std::is_same_v<G, Warp>;
   std::uint64_t header = 0, credit = credit_;
-  const Status got = detail::ll_receive<G, true, kHeader>(budget_, abort_, mine_, n, seq,
-                                                          static_cast<unsigned char*>(out), header, credit);
+  // Whole lines into an aligned `out`, one batch a member: the receive without the general copy
+  // (put's common case, from the receiving side).
+  const Status got =
+      detail::ll_whole_batch<G>(out, n)
+          ? detail::ll_receive<G, true, kHeader, true>(budget_, abort_, mine_, n, seq, static_cast<unsigned char*>(out),
+                                                       header, credit)
+          : detail::ll_receive<G, true, kHeader>(budget_, abort_, mine_, n, seq, static_cast<unsigned char*>(out),
+                                                 header, credit);
   // The leader's credit reaches every member through the sync that ends the receive.
   auto credit32 = static_cast<std::uint32_t>(credit);
   const Status s = detail::ll_received<G, 1>(got, header, -1, &credit32, turns_ >> 1);
