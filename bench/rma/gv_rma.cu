@@ -402,6 +402,14 @@ struct Pair {
   }
   const Endpoint& ep(int r) const { return w[r]->endpoint(); }
   void on(int r) const { GV_BENCH_CUDA(cudaSetDevice(w[r]->gpu())); }
+  /// Zeroes the first `bytes` of both ranks' areas: an LL buffer there starts again at round 1.
+  void zero_areas(std::size_t bytes) {
+    for (int r = 0; r < 2; ++r) {
+      on(r);
+      GV_BENCH_CUDA(cudaMemsetAsync(buf[r], 0, bytes, s[r]));
+      GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
+    }
+  }
   void reset() {
     for (int r = 0; r < 2; ++r) {
       on(r);
@@ -502,11 +510,7 @@ void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
     p.reset();
     // A fresh buffer for every row: its rounds start again at seq 1.
     const std::size_t box = (rma::ll_bytes(bytes) + 255) & ~std::size_t{255};
-    for (int r = 0; r < 2; ++r) {
-      p.on(r);
-      GV_BENCH_CUDA(cudaMemsetAsync(p.buf[r], 0, box, p.s[r]));
-      GV_BENCH_CUDA(cudaStreamSynchronize(p.s[r]));
-    }
+    p.zero_areas(box);
     for (int r : {1, 0}) {
       p.on(r);
       pingpong<G, kOp><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], p.buf[r] + box, bytes, p.sig[r], warmup,
@@ -665,11 +669,7 @@ void run_anchors(Options& o, Pair& p) {
       const std::size_t top = scope[0] == 't' ? 8 : (scope[0] == 'w' ? 256 : 4096);
       for (std::size_t bytes = 8; bytes <= std::min(top, p.area / 4); bytes *= 2) {
         p.reset();
-        for (int r = 0; r < 2; ++r) {
-          p.on(r);
-          GV_BENCH_CUDA(cudaMemsetAsync(p.buf[r], 0, kLlArea, p.s[r]));
-          GV_BENCH_CUDA(cudaStreamSynchronize(p.s[r]));
-        }
+        p.zero_areas(kLlArea);
         for (int r : {1, 0}) {
           p.on(r);
           const auto* src = reinterpret_cast<const std::uint64_t*>(p.src[r]);
