@@ -17,7 +17,8 @@
 //   anchors     raw flag-in-every-8-bytes ping-pong; raw fenced ping-pongs (8 bytes from
 //               registers; and raw_put_sys: 8 B..4 KiB from memory at thread and block scope,
 //               put_signal's floor); raw_ll: flagged 16-byte lines by hand, one a member (an
-//               LlChannel's floor: 8 B from a thread, to 256 B from a warp, to 4 KiB from a block); raw peer fetch-and-add chains at gpu and system scope;
+//               LlChannel's floor: 8 B from a thread, to 256 B from a warp, to 4 KiB from a
+//               block); raw peer fetch-and-add chains at gpu and system scope;
 //               cudaMemcpyPeerAsync bandwidth
 // Latency columns are perftest's, half round trip for ping-pongs, in microseconds. Per-iteration
 // times come from clock64() calibrated against %globaltimer over the whole loop.

@@ -133,10 +133,17 @@ GV_HD GV_INLINE bool ll_whole_batch(const void* p, std::size_t n) {
          (n <= std::size_t{8} * kLlBatch<G> * G::count());
 }
 
-/// The lines of such a message: a thread's one line alone (as ll_receive polls it), else a batch.
+/// Whether a message is a thread's one line, sent and polled alone rather than in a batch of
+/// kLlBatch<Thread> lines, 7 of them predicated off (~0.05 us a round on an H100).
+template <class G>
+GV_HD GV_INLINE constexpr bool ll_one_line(std::size_t n) {
+  return std::is_same_v<G, Thread> && n <= 8;
+}
+
+/// The lines of such a message: a thread's one line alone (ll_one_line), else a batch.
 template <class G>
 GV_HD GV_INLINE void ll_send_whole(std::uint64_t* words, const std::uint64_t* s64, std::size_t n, std::uint32_t seq) {
-  if (std::is_same_v<G, Thread> && n <= 8) ll_send_batch<G, 1>(words, s64, 1, seq);
+  if (ll_one_line<G>(n)) ll_send_batch<G, 1>(words, s64, 1, seq);
   else ll_send_batch<G, kLlBatch<G>>(words, s64, ll_lines(n), seq);
 }
 
@@ -180,8 +187,8 @@ GV_HD GV_INLINE void ll_send_lines(std::uint64_t* words, const unsigned char* s,
 /// Without kHeader the round has come when this member's lines have (ll_sent_lines: an empty
 /// message is one line): nobody reads the header, and `header` is {0, seq}. For rounds that
 /// come as words (a p2p sender's); a packed round would never end.
-/// ll_receive with batches of kBatch lines a member; kWhole: the caller has found the message
-/// ll_whole_batch's case (for `out`), so no other copy is compiled in.
+/// This is ll_receive with batches of kBatch lines a member. kWhole: the caller has found the
+/// message ll_whole_batch's case (for `out`), so no other copy is compiled in.
 template <class G, unsigned kBatch, bool kCredit, bool kHeader, bool kWhole>
 GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
                                      std::uint32_t seq, unsigned char* out, std::uint64_t& header,
@@ -278,14 +285,13 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
   return Status::kOk;
 }
 
-/// This member's part of receiving round seq (see above): a thread whose message is one line
-/// polls that line alone (a batch of 8 lines, 7 of them predicated off, cost ~0.05 us a round
-/// on an H100), every other call polls in batches of kLlBatch<G>.
+/// This member's part of receiving round seq (ll_receive_batch): a thread's one line alone
+/// (ll_one_line), every other call in batches of kLlBatch<G>.
 template <class G, bool kCredit = false, bool kHeader = true, bool kWhole = false>
 GV_HD GV_INLINE Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
                                   std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit) {
-  if constexpr (std::is_same_v<G, Thread>) {
-    if (n <= 8)
+  if constexpr (std::is_same_v<G, Thread>) {  // no one-line receive compiled for other groups
+    if (ll_one_line<G>(n))
       return ll_receive_batch<G, 1, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
   }
   return ll_receive_batch<G, kLlBatch<G>, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
