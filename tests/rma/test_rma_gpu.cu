@@ -147,7 +147,10 @@ template <class G>
 void put_get_every_size(RmaGpu& t, bool get, bool nbi) {
   constexpr unsigned kThreads = 128;
   const unsigned groups = std::is_same_v<G, gv::rma::Thread> ? kThreads : (std::is_same_v<G, gv::rma::Warp> ? kThreads / 32 : 1);
-  for (const std::size_t bytes : {std::size_t{8}, std::size_t{100}, std::size_t{4096}, std::size_t{65539}}) {
+  // 16384 and 16400 at 128 threads: a block's put of 8 words a member, the most its one-word loop
+  // takes, and of one word more, which goes through the batches (group_copy).
+  for (const std::size_t bytes : {std::size_t{8}, std::size_t{100}, std::size_t{4096}, std::size_t{16384},
+                                  std::size_t{16400}, std::size_t{65539}}) {
     const std::size_t total = groups * bytes;
     auto src = t.alloc<std::byte>(total), dst = t.alloc<std::byte>(total + 64);
     for (int r = 0; r < t.n(); ++r) {

@@ -368,7 +368,7 @@ GV_HD inline Status transfer_impl(const Endpoint& ep, void* dst, const void* src
     at = peer.base + off;
   }
   if constexpr (kGet) group_copy<G>(dst, at, bytes);
-  else group_copy<G>(at, src, bytes);
+  else group_copy<G, true>(at, src, bytes);
   G::sync();  // a put: every member has read its part (the source may be reused); a get: every part arrived
   return abort_after(ep, wait);
 }
@@ -400,7 +400,7 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
     at = peer.base + off;
     sig_at = peer.base + sig_off;
   }
-  group_copy<G>(at, src, bytes);
+  group_copy<G, true>(at, src, bytes);
   G::sync();  // every member's stores are behind the leader's release
   if (G::index() == 0) signal_release(reinterpret_cast<std::uint64_t*>(sig_at), op, value);
   return abort_after(ep, wait);
