@@ -99,9 +99,10 @@ GV_HD GV_INLINE void group_copy(void* dst, const void* src, std::size_t n) {
   if constexpr (kNearLoads && std::is_same_v<G, Block>) {
     // A block's put of up to 8 whole 16-byte words a member: one word at a time, as NVSHMEM
     // copies. The block's warps keep enough loads in flight, and the batches below only lengthened
-    // each member's path: on one H100 (2026-11-26, 512 threads) gv_rma's bandwidth from 1-132
-    // blocks at 4 KiB-1 MiB rose 19-38 %. Beyond 8 words a member the batches' loads in flight
-    // win (this loop for all sizes: one block at 256 KiB 45.6 -> 38.4 GB/s, 8 at 16 MiB 379 -> 182).
+    // each member's path: on one H100 (2026-11-26, 512 threads) gv_rma's bandwidth rose 23-38 %
+    // wherever a member has up to 8 words (8-132 blocks at 4-256 KiB). Beyond that the batches'
+    // loads in flight win (this loop for all sizes: one block at 256 KiB 45.6 -> 38.4 GB/s, 8 at
+    // 16 MiB 379 -> 182).
     if (((mis & 15u) == 0) & (n / 16 <= std::size_t{8} * cnt)) {
       for (std::size_t i = me; i < n / 16; i += cnt)
         reinterpret_cast<uint4*>(d)[i] = reinterpret_cast<const uint4*>(s)[i];
