@@ -134,6 +134,10 @@ GV_HD GV_INLINE void signal_release(std::uint64_t* p, SignalOp op, std::uint64_t
 /// On the GPU they name the global space (a peer's heap, mapped here, is global memory): a
 /// generic-address ATOM carries a predicate that the next branch waits on, so whatever followed
 /// it (the abort word's load) waited for the atomic's whole round trip first (ncu on an H200).
+/// `word` is a value the caller loaded before the atomic and tests after it (the abort word,
+/// remote_rmw): the asm names it as written, so the compiler cannot move that test above the
+/// atomic, where the atomic would wait for the load. Tested after, it waits for the load alone
+/// and runs while the atomic is in flight.
 #if GV_DEVICE_PASS
 template <class T>
 __device__ GV_INLINE std::uint64_t global_address(const T* p) {
@@ -142,73 +146,77 @@ __device__ GV_INLINE std::uint64_t global_address(const T* p) {
 #endif
 
 template <class T>
-GV_HD GV_INLINE T atomic_fetch_add(T* p, T v) {
+GV_HD GV_INLINE T atomic_fetch_add(T* p, T v, std::uint32_t& word) {
 #if GV_DEVICE_PASS
   if constexpr (sizeof(T) == 8) {
     std::uint64_t r;
-    asm volatile("atom.relaxed.sys.global.add.u64 %0, [%1], %2;"
-                 : "=l"(r) : "l"(global_address(p)), "l"(to_bits(v)) : "memory");
+    asm volatile("atom.relaxed.sys.global.add.u64 %0, [%2], %3;"
+                 : "=l"(r), "+r"(word) : "l"(global_address(p)), "l"(to_bits(v)) : "memory");
     return from_bits<T>(r);
   } else {
     std::uint32_t r;
-    asm volatile("atom.relaxed.sys.global.add.u32 %0, [%1], %2;"
-                 : "=r"(r) : "l"(global_address(p)), "r"(to_bits(v)) : "memory");
+    asm volatile("atom.relaxed.sys.global.add.u32 %0, [%2], %3;"
+                 : "=r"(r), "+r"(word) : "l"(global_address(p)), "r"(to_bits(v)) : "memory");
     return from_bits<T>(r);
   }
 #else
+  (void)word;
   return sys_ref<T>(*p).fetch_add(v, sync::mo::memory_order_relaxed);
 #endif
 }
 template <class T>
-GV_HD GV_INLINE T atomic_exchange(T* p, T v) {
+GV_HD GV_INLINE T atomic_exchange(T* p, T v, std::uint32_t& word) {
 #if GV_DEVICE_PASS
   if constexpr (sizeof(T) == 8) {
     std::uint64_t r;
-    asm volatile("atom.relaxed.sys.global.exch.b64 %0, [%1], %2;"
-                 : "=l"(r) : "l"(global_address(p)), "l"(to_bits(v)) : "memory");
+    asm volatile("atom.relaxed.sys.global.exch.b64 %0, [%2], %3;"
+                 : "=l"(r), "+r"(word) : "l"(global_address(p)), "l"(to_bits(v)) : "memory");
     return from_bits<T>(r);
   } else {
     std::uint32_t r;
-    asm volatile("atom.relaxed.sys.global.exch.b32 %0, [%1], %2;"
-                 : "=r"(r) : "l"(global_address(p)), "r"(to_bits(v)) : "memory");
+    asm volatile("atom.relaxed.sys.global.exch.b32 %0, [%2], %3;"
+                 : "=r"(r), "+r"(word) : "l"(global_address(p)), "r"(to_bits(v)) : "memory");
     return from_bits<T>(r);
   }
 #else
+  (void)word;
   return sys_ref<T>(*p).exchange(v, sync::mo::memory_order_relaxed);
 #endif
 }
 template <class T>
-GV_HD GV_INLINE T atomic_compare_swap(T* p, T cond, T v) {
+GV_HD GV_INLINE T atomic_compare_swap(T* p, T cond, T v, std::uint32_t& word) {
 #if GV_DEVICE_PASS
   if constexpr (sizeof(T) == 8) {
     std::uint64_t r;
-    asm volatile("atom.relaxed.sys.global.cas.b64 %0, [%1], %2, %3;"
-                 : "=l"(r) : "l"(global_address(p)), "l"(to_bits(cond)), "l"(to_bits(v)) : "memory");
+    asm volatile("atom.relaxed.sys.global.cas.b64 %0, [%2], %3, %4;"
+                 : "=l"(r), "+r"(word) : "l"(global_address(p)), "l"(to_bits(cond)), "l"(to_bits(v)) : "memory");
     return from_bits<T>(r);  // the value found: equal to cond when the swap happened
   } else {
     std::uint32_t r;
-    asm volatile("atom.relaxed.sys.global.cas.b32 %0, [%1], %2, %3;"
-                 : "=r"(r) : "l"(global_address(p)), "r"(to_bits(cond)), "r"(to_bits(v)) : "memory");
+    asm volatile("atom.relaxed.sys.global.cas.b32 %0, [%2], %3, %4;"
+                 : "=r"(r), "+r"(word) : "l"(global_address(p)), "r"(to_bits(cond)), "r"(to_bits(v)) : "memory");
     return from_bits<T>(r);
   }
 #else
+  (void)word;
   sys_ref<T>(*p).compare_exchange_strong(cond, v, sync::mo::memory_order_relaxed, sync::mo::memory_order_relaxed);
   return cond;  // the value found: equal to the argument when the swap happened
 #endif
 }
 template <class T>
-GV_HD GV_INLINE T atomic_load(const T* p) {
+GV_HD GV_INLINE T atomic_load(const T* p, std::uint32_t& word) {
 #if GV_DEVICE_PASS
   if constexpr (sizeof(T) == 8) {
     std::uint64_t r;
-    asm volatile("ld.relaxed.sys.global.b64 %0, [%1];" : "=l"(r) : "l"(global_address(p)) : "memory");
+    asm volatile("ld.relaxed.sys.global.b64 %0, [%2];" : "=l"(r), "+r"(word) : "l"(global_address(p)) : "memory");
     return from_bits<T>(r);
   } else {
     std::uint32_t r;
-    asm volatile("ld.relaxed.sys.global.b32 %0, [%1];" : "=r"(r) : "l"(global_address(p)) : "memory");
+    asm volatile("ld.relaxed.sys.global.b32 %0, [%2];" : "=r"(r), "+r"(word) : "l"(global_address(p)) : "memory");
     return from_bits<T>(r);
   }
 #else
+  (void)word;
   return sys_ref<T>(*const_cast<T*>(p)).load(sync::mo::memory_order_relaxed);
 #endif
 }

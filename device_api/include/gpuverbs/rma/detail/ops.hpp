@@ -93,8 +93,9 @@ GV_HD GV_INLINE Status find(const Endpoint& ep, const void* sym, std::size_t n, 
 
 /// The checks of an operation whose p2p accesses follow: find(), then the abort word. On the
 /// host and over ib the word is tested here, so nothing is touched after an abort. On the GPU
-/// over p2p it is read after the operation's own accesses (abort_after), so its round trip
-/// overlaps theirs instead of preceding them: the operation returns kAborted all the same, but
+/// over p2p it is read after the operation's own accesses (abort_after; an atomic's just before
+/// it, tested after it: remote_rmw), so its round trip overlaps theirs instead of preceding
+/// them: the operation returns kAborted all the same, but
 /// one that an abort overtakes may have landed. (Loaded here and tested later, the compiler
 /// placed the test before the accesses, which then waited for the load: ncu found the stall
 /// there.)
@@ -306,7 +307,7 @@ GV_HD GV_INLINE Status remote_rmw_ib(const Endpoint& ep, const Peer& peer, std::
   return r.st;
 }
 
-/// A read-modify-write at PE pe: `native(ptr)` where the peer's word is in reach (p2p, self),
+/// A read-modify-write at PE pe: `native(ptr, word)` where the peer's word is in reach (p2p, self),
 /// else over ib (`f(old) -> new`; `op64` is the single verbs atomic that does it for an
 /// 8-byte word, kNop when there is none).
 template <class G, class T, class Native, class F>
@@ -327,11 +328,13 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
     if (peer.ib) return remote_rmw_ib<G>(ep, *peer.ib, off, old, f, op64, compare_add, swap);
     at = reinterpret_cast<T*>(peer.base + off);
   }
+  // The abort word is loaded before the atomic and tested after it (mem.hpp): its round trip and
+  // its test overlap the atomic's, where abort_after's load, issued after the atomic, returned
+  // after it and put the test between the fetched value and the caller.
   const R r = on_leader<G>([&]() -> R {
-    R out{Status::kOk, T{}};
-    out.old = native(at);
-    out.st = abort_after(ep);
-    return out;
+    std::uint32_t word = GV_DEVICE_PASS ? abort_word(ep) : 0u;  // the host tested it in direct()
+    const T o = native(at, word);
+    return R{word != 0 ? Status::kAborted : Status::kOk, o};
   });
   old = r.old;
   return r.st;
@@ -594,7 +597,7 @@ template <class G, class T>
 GV_HD Status fetch_add(const Endpoint& ep, T* target, T value, int pe, T& old) {
   static_assert(detail::is_atomic_int_v<T>, "rma::fetch_add takes a 4- or 8-byte integer");
   return detail::remote_rmw<G>(
-      ep, target, pe, old, [&](T* p) { return detail::atomic_fetch_add(p, value); },
+      ep, target, pe, old, [&](T* p, std::uint32_t& w) { return detail::atomic_fetch_add(p, value, w); },
       [&](T o) { return static_cast<T>(o + value); }, ib::WrOpcode::kAtomicFetchAdd,
       static_cast<std::uint64_t>(value), 0);
 }
@@ -609,7 +612,7 @@ template <class G, class T>
 GV_HD Status compare_swap(const Endpoint& ep, T* target, T cond, T value, int pe, T& old) {
   static_assert(detail::is_atomic_int_v<T>, "rma::compare_swap takes a 4- or 8-byte integer");
   return detail::remote_rmw<G>(
-      ep, target, pe, old, [&](T* p) { return detail::atomic_compare_swap(p, cond, value); },
+      ep, target, pe, old, [&](T* p, std::uint32_t& w) { return detail::atomic_compare_swap(p, cond, value, w); },
       [&](T o) { return o == cond ? value : o; }, ib::WrOpcode::kAtomicCmpSwp,
       static_cast<std::uint64_t>(detail::to_bits(cond)), static_cast<std::uint64_t>(detail::to_bits(value)));
 }
@@ -621,7 +624,7 @@ GV_HD Status swap(const Endpoint& ep, T* target, T value, int pe, T& old) {
   B o{};
   const Status st = detail::remote_rmw<G>(
       ep, reinterpret_cast<B*>(target), pe, o,
-      [&](B* p) { return detail::atomic_exchange(p, detail::to_bits(value)); },
+      [&](B* p, std::uint32_t& w) { return detail::atomic_exchange(p, detail::to_bits(value), w); },
       [&](B) { return detail::to_bits(value); }, ib::WrOpcode::kNop, 0, 0);
   old = detail::from_bits<T>(o);
   return st;
@@ -633,7 +636,7 @@ GV_HD Status fetch(const Endpoint& ep, const T* target, int pe, T& value) {
   using B = detail::bits_t<T>;
   B o{};
   const Status st = detail::remote_rmw<G>(
-      ep, reinterpret_cast<B*>(const_cast<T*>(target)), pe, o, [&](B* p) { return detail::atomic_load(p); },
+      ep, reinterpret_cast<B*>(const_cast<T*>(target)), pe, o, [&](B* p, std::uint32_t& w) { return detail::atomic_load(p, w); },
       [&](B v) { return v; }, ib::WrOpcode::kAtomicFetchAdd, 0, 0);
   value = detail::from_bits<T>(o);
   return st;
