@@ -460,6 +460,53 @@ TEST(RmaHostFailures, IbLanesFromTheEnvironment) {
   EXPECT_EQ(w[0]->endpoint().peers[1].lanes, 8u);
   EXPECT_EQ(w[1]->endpoint().peers[0].lanes, 8u);
 }
+// The common case's test (detail::direct: near peer, in the user heap, aligned, in one select)
+// takes the fast path for exactly what the general checks (route, heap_offset, the alignment)
+// accept, and points where they do: offsets around both ends of the user heap and beyond,
+// sizes up to overflow, every PE class, on a well-formed endpoint and on one whose user offset
+// lies past its heap.
+TEST(RmaDirect, TakesTheFastPathForExactlyWhatTheChecksAccept) {
+  constexpr std::size_t kHeap = 1 << 16, kUser = 4096;
+  std::vector<std::uint64_t> mine(kHeap / 8), theirs(kHeap / 8);  // heaps: the abort word reads 0
+  rma::Endpoint e;
+  e.size = 3;
+  e.heap = reinterpret_cast<std::byte*>(mine.data());
+  e.heap_bytes = kHeap;
+  e.user_offset = kUser;
+  e.near[0] = e.heap;
+  e.near[1] = reinterpret_cast<std::byte*>(theirs.data());  // PE 2: not near (through peers[2])
+  const auto at = [&](std::int64_t off) {
+    return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(e.heap) + static_cast<std::uint64_t>(off));
+  };
+  std::vector<std::int64_t> offs;
+  for (const std::int64_t edge : {std::int64_t{0}, std::int64_t{kUser}, std::int64_t{kHeap}})
+    for (std::int64_t d = -17; d <= 17; ++d) offs.push_back(edge + d);
+  offs.insert(offs.end(), {std::int64_t{-1} << 40, std::int64_t{1} << 40, std::numeric_limits<std::int64_t>::min()});
+  const std::size_t sizes[] = {0, 1, 4, 7, 8, 9, 16, kHeap - kUser - 1, kHeap - kUser, kHeap - kUser + 1, kHeap,
+                               std::numeric_limits<std::size_t>::max() - 7, std::numeric_limits<std::size_t>::max()};
+  std::size_t fast = 0, cases = 0;
+  for (const std::uint64_t user : {std::uint64_t{kUser}, std::uint64_t{kHeap + 8}}) {
+    e.user_offset = user;
+    for (const int pe : {-1, 0, 1, 2, 3, 8})
+      for (const std::int64_t off : offs)
+        for (const std::size_t n : sizes)
+          for (const std::size_t align : {std::size_t{1}, std::size_t{8}}) {
+            std::uint64_t heap_off = 0;
+            const bool in_heap = rma::detail::heap_offset(e, at(off), n, heap_off);
+            std::byte* const near = rma::detail::near_peer(e, pe);
+            const bool want = near != nullptr && in_heap && reinterpret_cast<std::uintptr_t>(at(off)) % align == 0;
+            std::byte* const got = rma::detail::direct(e, at(off), n, align, pe);
+            ++cases;
+            ASSERT_EQ(got != nullptr, want) << "pe " << pe << " offset " << off << " bytes " << n << " align " << align
+                                            << " user offset " << user;
+            if (want) {
+              ++fast;
+              EXPECT_EQ(got, near + heap_off);
+            }
+          }
+  }
+  EXPECT_GT(fast, 100u) << "of " << cases;  // the fast path itself was exercised
+}
 // A GPU heap that other processes map is allocated in whole 2 MiB pages (their CUDA IPC mapping
 // of a heap ending inside a large page took small pages: 6.7 against 15.0 Gmsg/s of scattered
 // puts on an H200); one mapped only here keeps its size.
