@@ -95,10 +95,9 @@ GV_HD GV_INLINE Status find(const Endpoint& ep, const void* sym, std::size_t n, 
 /// host and over ib the word is tested here, so nothing is touched after an abort. On the GPU
 /// over p2p it is read after the operation's own accesses (abort_after; an atomic's just before
 /// it, tested after it: remote_rmw), so its round trip overlaps theirs instead of preceding
-/// them: the operation returns kAborted all the same, but
-/// one that an abort overtakes may have landed. (Loaded here and tested later, the compiler
-/// placed the test before the accesses, which then waited for the load: ncu found the stall
-/// there.)
+/// them: the operation returns kAborted all the same, but one that an abort overtakes may have
+/// landed. (Loaded here and tested later, the compiler placed the test before the accesses,
+/// which then waited for the load: ncu found the stall there.)
 GV_HD GV_INLINE Status locate_p2p_later(const Endpoint& ep, const void* sym, std::size_t n, int pe, Route& peer,
                                         std::uint64_t& off) {
   const Status st = find(ep, sym, n, pe, peer, off);
@@ -332,7 +331,7 @@ GV_HD GV_INLINE Status remote_rmw(const Endpoint& ep, T* target, int pe, T& old,
   // its test overlap the atomic's, where abort_after's load, issued after the atomic, returned
   // after it and put the test between the fetched value and the caller.
   const R r = on_leader<G>([&]() -> R {
-    std::uint32_t word = GV_DEVICE_PASS ? abort_word(ep) : 0u;  // the host tested it in direct()
+    std::uint32_t word = GV_DEVICE_PASS ? abort_word(ep) : 0u;  // the host tested it before anything moved
     const T o = native(at, word);
     return R{word != 0 ? Status::kAborted : Status::kOk, o};
   });
