@@ -10,6 +10,24 @@ function(gpuverbs_cuda_executable name)
   set_target_properties(${name} PROPERTIES CUDA_RUNTIME_LIBRARY Static)
 endfunction()
 
+# gpuverbs_ptx_pin(<name> <target> <source> <script> [-DVAR=value...]): test `name` checks the sm_90
+# PTX of `source` (whatever architectures the project builds for), compiled as OBJECT library
+# `target` against gpuverbs::device_api, with CMake script `script` (relative to the calling
+# directory unless absolute; tests/compile has them) given PTX, BUILD_DIR, TARGET, PTXAS and the
+# further -D arguments. The caller adds what else the source needs to `target`.
+function(gpuverbs_ptx_pin name target source script)
+  add_library(${target} OBJECT ${source})
+  target_link_libraries(${target} PRIVATE gpuverbs::device_api)
+  target_compile_options(${target} PRIVATE --expt-relaxed-constexpr)
+  set_target_properties(${target} PROPERTIES CUDA_PTX_COMPILATION ON CUDA_ARCHITECTURES 90)
+  get_filename_component(script "${script}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  get_filename_component(cuda_bin ${CMAKE_CUDA_COMPILER} DIRECTORY)
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${PROJECT_BINARY_DIR} -DTARGET=${target}
+                   "-DPTX=$<TARGET_OBJECTS:${target}>" -DPTXAS=${cuda_bin}/ptxas ${ARGN} -P ${script})
+  set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 300)
+endfunction()
+
 # gpuverbs_install_headers(TARGET <t> ROOT <dir> [SUBDIR <sub>] [DESTINATION <dest>] [CUDA_ONLY]):
 # installs the headers (*.hpp, *.h) under ROOT/SUBDIR into ${CMAKE_INSTALL_INCLUDEDIR}/DEST
 # (DEST defaults to SUBDIR), and records them for tests/compile, which compiles each on its own
