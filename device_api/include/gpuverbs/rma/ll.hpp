@@ -105,7 +105,11 @@ class LlChannel {
   const std::uint32_t* aborted_ = nullptr;  ///< this rank's abort word (in its heap)
   const std::uint32_t* abort_ = nullptr;    ///< the endpoint's host abort flag (waits)
   Budget budget_{};                         ///< the endpoint's wait bound
-  std::size_t max_ = 0;
+  std::uint32_t max_ = 0;   ///< open()'s n (at most kLlMaxBytes)
+  /// The largest message put() and wait() take by their common case (whole lines, at most a poll
+  /// batch a member): min(max_, a batch a member), computed once by open(). 32-bit, as max_, so
+  /// that the channel keeps the registers it had (gv_rma's block kernel: 118 of its 128).
+  std::uint32_t fast_ = 0;
   int to_ = -1, from_ = -1;
   std::uint32_t rank_ = 0;  ///< this rank (the header word's sender)
   std::uint32_t turns_ = 0;  ///< which shared slot the next put (bit 0) and wait (bit 1) use
