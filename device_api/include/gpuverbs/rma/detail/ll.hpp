@@ -125,12 +125,17 @@ GV_HD GV_INLINE void ll_send_batch(std::uint64_t* words, const std::uint64_t* s6
     if (me + j * cnt < lines) ll_store_line(words, me + j * cnt, v[j], seq);
 }
 
+/// The data bytes of a poll batch of lines for every member of the group: the most the common
+/// case below carries (LlChannel::open keeps it, bounded by its n).
+template <class G>
+GV_HD GV_INLINE std::size_t ll_batch_bytes() {
+  return std::size_t{8} * kLlBatch<G> * G::count();
+}
 /// Whether an n-byte message at p is ll_send_batch's and ll_receive's common case: whole lines
 /// (8 data bytes) at an 8-byte aligned address, at most a poll batch of them a member.
 template <class G>
 GV_HD GV_INLINE bool ll_whole_batch(const void* p, std::size_t n) {
-  return (((reinterpret_cast<std::uintptr_t>(p) | n) & 7u) == 0) & (n != 0) &
-         (n <= std::size_t{8} * kLlBatch<G> * G::count());
+  return (((reinterpret_cast<std::uintptr_t>(p) | n) & 7u) == 0) & (n != 0) & (n <= ll_batch_bytes<G>());
 }
 
 /// Whether a message is a thread's one line, sent and polled alone rather than in a batch of
@@ -443,7 +448,7 @@ GV_HD Status LlChannel<G>::open(const Endpoint& ep, void* buf, std::size_t n, in
   abort_ = ep.abort;
   budget_ = ep.budget;
   max_ = static_cast<std::uint32_t>(n);
-  const std::size_t fit = std::size_t{8} * detail::kLlBatch<G> * G::count();
+  const std::size_t fit = detail::ll_batch_bytes<G>();
   fast_ = static_cast<std::uint32_t>(n < fit ? n : fit);
   to_ = to;
   from_ = from;
