@@ -216,6 +216,17 @@ __global__ void barrier_rounds(__grid_constant__ const rma::Endpoint ep, std::ui
   }
 }
 
+/// An LlChannel round nobody sends: every member's wait() status in out[member]; `dst` is left
+/// for the test to check untouched.
+template <class G>
+__global__ void ll_wait_unsent(__grid_constant__ const rma::Endpoint ep, std::byte* box, std::size_t bytes,
+                               std::byte* dst, std::uint32_t* out) {
+  rma::LlChannel<G> ch;
+  gv::Status s = ch.open(ep, box, bytes, 1, 1);
+  if (s == gv::Status::kOk) s = ch.wait(dst, bytes, 1);
+  out[G::index()] = static_cast<std::uint32_t>(s);
+}
+
 /// Statuses of bad requests, in a fixed order (see the test).
 __global__ void bad_input(__grid_constant__ const rma::Endpoint ep, std::byte* buf, std::uint32_t* out) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;

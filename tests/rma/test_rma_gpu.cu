@@ -439,6 +439,39 @@ TEST_P(RmaGpu, LlChannelEverySizeAtEveryAlignmentAndScope) {
   ll_every_size<gv::rma::Block, true>(*this, 256);
 }
 
+namespace {
+template <class G>
+void ll_wait_unsent_times_out(RmaGpu& t, unsigned threads, std::size_t bytes) {
+  auto box = t.alloc<std::byte>(gv::rma::ll_bytes(bytes)), dst = t.alloc<std::byte>(bytes);
+  auto status = t.alloc<std::uint32_t>(threads);
+  t.poison(dst[0], bytes, 0);
+  t.poison(status[0], threads * sizeof(std::uint32_t), 0);
+  t.on_ranks([&](int r) {
+    if (r == 0) ll_wait_unsent<G><<<1, threads, 0, t.stream(r)>>>(t.ep(r), box[0], bytes, dst[0], status[0]);
+  });
+  const auto s = t.read(status[0], threads, 0);
+  for (unsigned m = 0; m < threads; ++m)
+    EXPECT_EQ(static_cast<Status>(s[m]), Status::kTimeout)
+        << threads << " threads, " << bytes << " B, member " << m << ": " << gv::to_string(static_cast<Status>(s[m]));
+  const auto d = t.read(dst[0], bytes, 0);
+  EXPECT_TRUE(std::all_of(d.begin(), d.end(), [](std::byte x) { return x == std::byte{kPoison}; }))
+      << threads << " threads, " << bytes << " B: the destination was written";
+}
+}  // namespace
+
+// A round that never comes: every member of every scope leaves the wait with kTimeout once the
+// budget is spent, together (a warp's lanes poll their own lines and leave on one vote, lane 0's
+// clock deciding for all), with lanes that have a line and lanes that have none, in one poll
+// batch and in several, and nothing is written to the destination.
+TEST_P(RmaGpu, LlChannelWaitForARoundNeverSentTimesOutInEveryMember) {
+  make(GetParam().transport, std::size_t{1} << 20, gv::Budget{20'000'000});  // 20 ms
+  for (const std::size_t bytes : {8, 256, 1024}) {
+    ll_wait_unsent_times_out<gv::rma::Thread>(*this, 1, bytes);
+    ll_wait_unsent_times_out<gv::rma::Warp>(*this, 32, bytes);
+    ll_wait_unsent_times_out<gv::rma::Block>(*this, 128, bytes);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, RmaGpu,
                          // 3 and 4 ranks oversubscribe the GPUs of a one- or two-GPU machine: the
                          // code paths of N > 2 ranks, not a scaling result.

@@ -218,27 +218,40 @@ inline constexpr std::uint64_t kDeviceAbortPollNs = 100'000;
 inline constexpr std::uint32_t kHostSpins = 4096;
 inline constexpr std::uint32_t kHostSpinsOnPeers = 64;
 
-template <class Pred>
+/// How the threads that wait together agree (bounded_wait's last argument). Alone: each thread
+/// decides for itself. A group whose members poll different words and must leave the wait
+/// together passes its own policy: `all(v)` is true when v holds for every member, `first(v)`
+/// gives every member one member's v (a clock, a flag), so that every member makes every
+/// decision (done, aborted, out of budget) alike.
+struct Alone {
+  GV_HD GV_INLINE bool all(bool v) const { return v; }
+  template <class T>
+  GV_HD GV_INLINE T first(T v) const {
+    return v;
+  }
+};
+
+template <class Pred, class Agree = Alone>
 GV_HD GV_INLINE Status bounded_wait(Pred&& pred, Budget budget, const std::uint32_t* abort,
-                                    std::uint32_t host_spins = kHostSpins) {
-  if (pred()) return Status::kOk;
-  const std::uint64_t start = now_ns();
+                                    std::uint32_t host_spins = kHostSpins, Agree agree = {}) {
+  if (agree.all(pred())) return Status::kOk;
+  const std::uint64_t start = agree.first(now_ns());
 #if GV_DEVICE_PASS
   std::uint64_t next_abort = start + kDeviceAbortPollNs;
 #endif
   for (std::uint32_t i = 1;; ++i) {
-    if (pred()) return Status::kOk;
+    if (agree.all(pred())) return Status::kOk;
     if ((i & 63u) == 0) {
-      const std::uint64_t now = now_ns();
+      const std::uint64_t now = agree.first(now_ns());
 #if GV_DEVICE_PASS
       if (abort != nullptr && now >= next_abort) {
-        if (load_host_flag(abort) != 0) return Status::kAborted;
+        if (agree.first(load_host_flag(abort)) != 0) return Status::kAborted;
         next_abort = now + kDeviceAbortPollNs;
       }
 #else
-      if (abort != nullptr && load_host_flag(abort) != 0) return Status::kAborted;
+      if (abort != nullptr && agree.first(load_host_flag(abort)) != 0) return Status::kAborted;
 #endif
-      if (now - start > budget.ns) return pred() ? Status::kOk : Status::kTimeout;
+      if (now - start > budget.ns) return agree.all(pred()) ? Status::kOk : Status::kTimeout;
 #if !GV_DEVICE_PASS
       if (i >= host_spins) sched_yield();
 #else

@@ -91,8 +91,8 @@ class LlChannel {
   GV_HD Status put(const void* src, std::size_t n, std::uint32_t seq);
   /// wait_ll(ep, buf, n, seq, out) for a round from `from`. kInvalidArgument also for n over
   /// open()'s n. Over ib kInvalidPe for a round another PE sent (its sender gets no credit). Over
-  /// p2p the sender is not checked (a thread's or block's wait does not read the header at all,
-  /// only its data words: a block's half round trip 0.85 -> 0.70 us on one H100), so a round
+  /// p2p the sender is not checked (a wait does not read the header at all, only its data
+  /// words: a block's half round trip 0.85 -> 0.70 us on one H100), so a round
   /// another PE sent into this copy, against the contract of one sender per copy, is taken as
   /// from's.
   GV_HD Status wait(void* out, std::size_t n, std::uint32_t seq);

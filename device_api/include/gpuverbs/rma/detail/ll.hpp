@@ -145,10 +145,20 @@ GV_HD GV_INLINE constexpr bool ll_one_line(std::size_t n) {
   return std::is_same_v<G, Thread> && n <= 8;
 }
 
-/// The lines of such a message: a thread's one line alone (ll_one_line), else a batch.
+/// Whether a message is a warp's line a lane at most (256 B), sent and polled one line a lane
+/// rather than in batches of kLlBatch<Warp> lines with the others predicated off (gv_rma on one
+/// H200, alternating binaries: a warp's LlChannel round of 8-256 B 0.59-0.63 -> 0.53-0.56 us).
+template <class G>
+GV_HD GV_INLINE constexpr bool ll_line_each(std::size_t n) {
+  return std::is_same_v<G, Warp> && n <= 8 * 32;
+}
+
+/// The lines of such a message: a thread's one line alone (ll_one_line), a warp's line a lane
+/// (ll_line_each), else a batch.
 template <class G>
 GV_HD GV_INLINE void ll_send_whole(std::uint64_t* words, const std::uint64_t* s64, std::size_t n, std::uint32_t seq) {
   if (ll_one_line<G>(n)) ll_send_batch<G, 1>(words, s64, 1, seq);
+  else if (ll_line_each<G>(n)) ll_send_batch<G, 1>(words, s64, ll_lines(n), seq);
   else ll_send_batch<G, kLlBatch<G>>(words, s64, ll_lines(n), seq);
 }
 
@@ -183,6 +193,29 @@ GV_HD GV_INLINE void ll_send_lines(std::uint64_t* words, const unsigned char* s,
     ll_store_line(words, k, ll_gather(s, n, 2 * k) | (std::uint64_t{ll_gather(s, n, 2 * k + 1)} << 32), seq);
 }
 
+/// bounded_wait's agreement for a warp whose lanes poll only their own lines: a lane leaves the
+/// poll when every lane's lines have come (a vote), and every lane decides with lane 0's clock
+/// and abort flag. Lanes that each left their poll alone, those without lines at once, left the
+/// warp diverged until the round's end (a hand-written round on one H200: a warp's 8-128 B
+/// 0.45 -> 0.31 us with the vote).
+struct LlWarpAgree {
+  GV_HD GV_INLINE bool all(bool v) const {
+#if GV_DEVICE_PASS
+    return __all_sync(0xffffffffu, v);
+#else
+    return v;
+#endif
+  }
+  template <class T>
+  GV_HD GV_INLINE T first(T v) const {
+#if GV_DEVICE_PASS
+    return __shfl_sync(0xffffffffu, v, 0);
+#else
+    return v;
+#endif
+  }
+};
+
 /// This member's part of receiving round seq: the header (every member watches it: it says how
 /// the data travelled) and this member's data lines, polled a batch at a time, copied to out.
 /// `header` gets the header word. With kCredit the leader also loads this copy's credit word in
@@ -216,6 +249,9 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
     // one that stored the credit through a pointer between the loads made each poll three round
     // trips, header, credit, words, one after another (ncu on an H200, 2026-11-26).
     std::uint64_t w[2 * kBatch] = {};
+    // A warp that does not watch the header leaves the poll together (LlWarpAgree); one that
+    // does keeps every lane polling the header until the round has come.
+    using Agree = std::conditional_t<std::is_same_v<G, Warp> && !kHeader, LlWarpAgree, sync::Alone>;
     const Status s = sync::bounded_wait(
         [&] {
           if (kHeader) h = load_word(hdr);
@@ -242,7 +278,7 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
           }
           return ll_seq(h) == seq && (all || ll_packed(h));
         },
-        budget, abort);
+        budget, abort, sync::kHostSpins, Agree{});
     if (s != Status::kOk) return s;
     if (ll_packed(h)) break;
     if (whole_lines) {
@@ -280,7 +316,7 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
       }
     }
     k0 += kBatch * cnt;
-  } while (k0 < count);
+  } while (k0 - me < count);  // as many polls for every member: a warp's agree needs every lane
   if (ll_packed(h)) {
     // Over ib the header is a signal after the data: acquire it as wait_until does, then copy.
     (void)signal_seen_before_data(hdr);
@@ -291,12 +327,15 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
 }
 
 /// This member's part of receiving round seq (ll_receive_batch): a thread's one line alone
-/// (ll_one_line), every other call in batches of kLlBatch<G>.
+/// (ll_one_line), a warp's line a lane (ll_line_each), every other call in batches of kLlBatch<G>.
 template <class G, bool kCredit = false, bool kHeader = true, bool kWhole = false>
 GV_HD GV_INLINE Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
                                   std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit) {
   if constexpr (std::is_same_v<G, Thread>) {  // no one-line receive compiled for other groups
     if (ll_one_line<G>(n))
+      return ll_receive_batch<G, 1, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
+  } else if constexpr (std::is_same_v<G, Warp>) {
+    if (ll_line_each<G>(n))
       return ll_receive_batch<G, 1, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
   }
   return ll_receive_batch<G, kLlBatch<G>, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
@@ -509,13 +548,15 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
 
 template <class G>
 GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
-  // A thread or block watches only its words, a warp the header too: on one H100 (llfast probe,
+  // Every member watches only its words, not the header: on one H100 (llfast probe,
   // archive/2026-11-26-h100-llfast.txt) the block's round at 8 B-1 KiB took 0.70-0.82 us without
-  // the header against 0.85-0.91 with it, a thread's of 8 B 0.90 against 1.11; a warp's of 8-64 B
-  // (fewer words than lanes) 0.81 with it against 0.89 without. The sender is not checked (the
+  // the header against 0.85-0.91 with it, a thread's of 8 B 0.90 against 1.11. A warp watched the
+  // header too while its lanes left their polls alone (its lanes without a line then waited
+  // diverged); since they leave together (LlWarpAgree), a warp's round of 2-4 KiB is 12-19 %
+  // faster without it (gv_rma on one H200, alternating binaries). The sender is not checked (the
   // header says it): a p2p round comes from the PE the channel was opened for or breaks the
   // contract of one sender per copy.
-  constexpr bool kHeader = std::is_same_v<G, Warp>;
+  constexpr bool kHeader = false;
   std::uint64_t header = 0, credit = credit_;
   Status got;
   // put()'s common case from the receiving side, in one test against the bound open() computed:
