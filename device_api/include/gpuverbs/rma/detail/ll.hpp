@@ -147,7 +147,8 @@ GV_HD GV_INLINE constexpr bool ll_one_line(std::size_t n) {
 
 /// Whether a message is a warp's line a lane at most (256 B), sent and polled one line a lane
 /// rather than in batches of kLlBatch<Warp> lines with the others predicated off (gv_rma on one
-/// H200, alternating binaries: a warp's LlChannel round of 8-256 B 0.59-0.63 -> 0.53-0.56 us).
+/// H200, alternating binaries: a warp's LlChannel round of 8-256 B 0.58-0.60 -> 0.53-0.56 us with
+/// LlWarpAgree's vote in both; 0.59-0.63 with neither).
 template <class G>
 GV_HD GV_INLINE constexpr bool ll_line_each(std::size_t n) {
   return std::is_same_v<G, Warp> && n <= 8 * 32;
