@@ -74,13 +74,41 @@ __device__ __forceinline__ Status receive(const Endpoint& ep, rma::LlChannel<G>&
   else return rma::wait_until<G>(ep, sig, rma::Cmp::kGe, i);
 }
 
+/// Where a ping-pong rank's block runs (--sms): on SM `sm` of its GPU, or, with sm < 0, wherever
+/// the one-block grid lands. Two ranks on one GPU meet in its L2, and the SMs they run on move a
+/// small round by up to 0.15 us on an H100 or H200 (notes/rma.md), so rows are compared on one
+/// placement. With an SM the grid has two blocks an SM; the first block on `sm` runs and the
+/// others leave. words[0]: a block runs; words[1]: the blocks that left (the last of them runs if
+/// none landed on `sm`); words[2]: the SM that ran.
+struct Place {
+  int sm = -1;
+  std::uint32_t* words = nullptr;
+};
+
+/// Whether this block is the rank's (Place); every thread of the block gets the same answer.
+__device__ __forceinline__ bool take_block(const Place& pl) {
+  if (pl.sm < 0) return true;
+  __shared__ std::uint32_t won;
+  if (threadIdx.x == 0) {
+    std::uint32_t sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    bool w = sm == static_cast<std::uint32_t>(pl.sm) && atomicCAS(pl.words, 0u, 1u) == 0u;
+    if (!w && atomicAdd(pl.words + 1, 1u) == gridDim.x - 1) w = atomicCAS(pl.words, 0u, 1u) == 0u;
+    if (w) pl.words[2] = sm;
+    won = w;
+  }
+  __syncthreads();
+  return won != 0;
+}
+
 /// Ping-pong between ranks 0 and 1: op 0 = p of the round number, op 1 = put_signal, op 2 =
 /// put_ll of `bytes` into the LL buffer `buf` (wait_ll copies the reply to `out`), op 3 = op 2
 /// through an LlChannel opened before the loop.
 template <class G, int kOp>
 __global__ void pingpong(__grid_constant__ const Endpoint ep, std::byte* buf, const std::byte* src, std::byte* out,
                          std::size_t bytes, std::uint64_t* sig, int warmup, int iters, std::uint64_t* cycles,
-                         Timing* timing, std::uint32_t* st) {
+                         Timing* timing, std::uint32_t* st, Place place) {
+  if (!take_block(place)) return;
   const int rank = static_cast<int>(ep.rank), peer = 1 - rank;
   LoopClock clock{warmup, cycles, rank == 0 && G::index() == 0};
   rma::LlChannel<G> ch;
@@ -205,7 +233,8 @@ __device__ bool raw_rounds(int rank, int warmup, int iters, LoopClock& clock, Pu
 /// stored straight to the peer's memory: what a put_signal of 8 bytes could cost at best.
 __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, std::uint64_t* theirs, int warmup,
                                   int iters, std::uint64_t* cycles, Timing* timing, gv::Budget budget,
-                                  std::uint32_t* st) {
+                                  std::uint32_t* st, Place place) {
+  if (!take_block(place)) return;
   auto put = [&](std::uint32_t i) {
     const std::uint64_t w = (std::uint64_t{i} << 32) | (0xabc00000u + i);
     reinterpret_cast<volatile std::uint64_t*>(theirs)[0] = w;
@@ -236,7 +265,8 @@ __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, st
 template <class G>
 __global__ void raw_put_pingpong(int rank, const uint4* src, uint4* theirs, std::size_t bytes, std::uint64_t* mine_flag,
                                  std::uint64_t* their_flag, int warmup, int iters, std::uint64_t* cycles,
-                                 Timing* timing, gv::Budget budget, std::uint32_t* st) {
+                                 Timing* timing, gv::Budget budget, std::uint32_t* st, Place place) {
+  if (!take_block(place)) return;
   constexpr unsigned kInFlight = std::is_same_v<G, rma::Thread> ? 16 : 4;  // as rma's copies
   const unsigned me = G::index(), cnt = G::count();
   const std::size_t words = bytes / 16;
@@ -309,7 +339,8 @@ __device__ __forceinline__ bool warp_all(bool v) {
 template <class G>
 __global__ void raw_ll_pingpong(int rank, const std::uint64_t* src, std::uint64_t* mine, std::uint64_t* theirs,
                                 std::uint64_t* out, std::size_t bytes, int warmup, int iters, std::uint64_t* cycles,
-                                Timing* timing, gv::Budget budget, std::uint32_t* st) {
+                                Timing* timing, gv::Budget budget, std::uint32_t* st, Place place) {
+  if (!take_block(place)) return;
   const unsigned me = G::index();
   const bool has_line = me < bytes / 8;
   auto put = [&](std::uint32_t i) {
@@ -355,6 +386,7 @@ struct Options {
   std::size_t max_bytes = std::size_t{4} << 20;
   std::size_t bw_max = std::size_t{1} << 30;
   std::string json;  ///< --json FILE: rows appended there too
+  int sms[2] = {-1, -1};  ///< --sms A,B: the SMs of rank 0's and rank 1's ping-pong blocks
 };
 
 bool wants(const Options& o, const std::string& t) { return std::find(o.tests.begin(), o.tests.end(), t) != o.tests.end(); }
@@ -372,6 +404,9 @@ struct Pair {
   std::uint64_t* sink = nullptr;
   std::size_t area = 0;
   Transport t;
+  int sms[2] = {-1, -1};              ///< --sms: each rank's SM (-1: not chosen)
+  int sm_count = 0;                   ///< SMs of GPU 0
+  std::uint32_t* place_words[2]{};    ///< each rank's Place words (its heap)
 
   Pair(Transport tr, std::size_t area_bytes, int max_iters) : area(area_bytes), t(tr) {
     // Streams and host memory before the World: with ib the software HCA's engine is resident
@@ -398,6 +433,7 @@ struct Pair {
       src[r] = static_cast<std::byte*>(w[r]->alloc(area_bytes));
       sig[r] = static_cast<std::uint64_t*>(w[r]->alloc(4096));
       st[r] = static_cast<std::uint32_t*>(w[r]->alloc(64));
+      place_words[r] = static_cast<std::uint32_t*>(w[r]->alloc(64));
       GV_BENCH_CUDA(cudaMemsetAsync(src[r], 0x5a, area_bytes, s[r]));
       GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
     }
@@ -414,6 +450,9 @@ struct Pair {
     (void)cudaFreeHost(sink);
   }
   const Endpoint& ep(int r) const { return w[r]->endpoint(); }
+  /// Ping-pong kernels: rank r's placement, and their grid (one block, or two an SM to place one).
+  Place place(int r) const { return Place{sms[r], place_words[r]}; }
+  unsigned grid() const { return sms[0] < 0 ? 1u : 2u * static_cast<unsigned>(sm_count); }
   void on(int r) const { GV_BENCH_CUDA(cudaSetDevice(w[r]->gpu())); }
   /// Zeroes the first `bytes` of both ranks' areas: an LL buffer there starts again at round 1.
   void zero_areas(std::size_t bytes) {
@@ -428,6 +467,7 @@ struct Pair {
       on(r);
       GV_BENCH_CUDA(cudaMemsetAsync(sig[r], 0, 4096, s[r]));
       GV_BENCH_CUDA(cudaMemsetAsync(st[r], 0, 64, s[r]));
+      GV_BENCH_CUDA(cudaMemsetAsync(place_words[r], 0, 64, s[r]));
       GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
     }
   }
@@ -445,6 +485,12 @@ struct Pair {
         std::fprintf(stderr, "gv_rma: %s over %s: rank %d: %s\n", what, rma::to_string(t), r, gv::to_string(static_cast<Status>(v)));
         ok = false;
       }
+      std::uint32_t words[3] = {};
+      GV_BENCH_CUDA(cudaMemcpyAsync(words, place_words[r], sizeof(words), cudaMemcpyDeviceToHost, s[r]));
+      GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
+      if (sms[r] >= 0 && words[0] != 0 && words[2] != static_cast<std::uint32_t>(sms[r]))
+        std::fprintf(stderr, "gv_rma: %s: rank %d ran on SM %u, not %d (no block of its grid landed there)\n", what, r,
+                     words[2], sms[r]);
     }
     if (!ok)
       for (const auto& x : w) x->check();
@@ -506,8 +552,8 @@ void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t ma
     for (int r : {1, 0}) {
       p.on(r);
       auto* k = op == 0 ? pingpong<G, 0> : pingpong<G, 1>;
-      k<<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], nullptr, bytes, p.sig[r], warmup, iters, p.cycles,
-                                             p.timing, p.st[r]);
+      k<<<p.grid(), threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], nullptr, bytes, p.sig[r], warmup, iters,
+                                                   p.cycles, p.timing, p.st[r], p.place(r));
       GV_BENCH_CUDA(cudaGetLastError());
     }
     if (!p.finish(test)) continue;
@@ -526,8 +572,9 @@ void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
     p.zero_areas(box);
     for (int r : {1, 0}) {
       p.on(r);
-      pingpong<G, kOp><<<1, threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], p.buf[r] + box, bytes, p.sig[r], warmup,
-                                                         iters, p.cycles, p.timing, p.st[r]);
+      pingpong<G, kOp><<<p.grid(), threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], p.buf[r] + box, bytes,
+                                                                 p.sig[r], warmup, iters, p.cycles, p.timing, p.st[r],
+                                                                 p.place(r));
       GV_BENCH_CUDA(cudaGetLastError());
     }
     if (!p.finish(test)) continue;
@@ -645,8 +692,8 @@ void run_anchors(Options& o, Pair& p) {
       p.reset();
       for (int r : {1, 0}) {
         p.on(r);
-        raw_flag_pingpong<<<1, 1, 0, p.s[r]>>>(r, variant, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles, p.timing,
-                                               p.ep(r).budget, p.st[r]);
+        raw_flag_pingpong<<<p.grid(), 1, 0, p.s[r]>>>(r, variant, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles, p.timing,
+                                               p.ep(r).budget, p.st[r], p.place(r));
         GV_BENCH_CUDA(cudaGetLastError());
       }
       if (p.finish(names[variant])) emit_latency(names[variant], "thread", "peer", 8, iters, p.samples(iters, true));
@@ -664,11 +711,11 @@ void run_anchors(Options& o, Pair& p) {
           p.on(r);
           const auto* src = reinterpret_cast<const uint4*>(p.src[r]);
           if (block)
-            raw_put_pingpong<rma::Block><<<1, 512, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32, their_flag[r], warmup,
-                                                                iters, p.cycles, p.timing, p.ep(r).budget, p.st[r]);
+            raw_put_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32, their_flag[r], warmup,
+                                                                iters, p.cycles, p.timing, p.ep(r).budget, p.st[r], p.place(r));
           else
-            raw_put_pingpong<rma::Thread><<<1, 1, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32, their_flag[r], warmup,
-                                                               iters, p.cycles, p.timing, p.ep(r).budget, p.st[r]);
+            raw_put_pingpong<rma::Thread><<<p.grid(), 1, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32, their_flag[r], warmup,
+                                                               iters, p.cycles, p.timing, p.ep(r).budget, p.st[r], p.place(r));
           GV_BENCH_CUDA(cudaGetLastError());
         }
         if (p.finish("raw_put_sys")) emit_latency("raw_put_sys", block ? "block" : "thread", "peer", bytes, iters, p.samples(iters, true));
@@ -690,14 +737,14 @@ void run_anchors(Options& o, Pair& p) {
           auto* out = reinterpret_cast<std::uint64_t*>(p.buf[r] + kLlArea);
           const gv::Budget budget = p.ep(r).budget;
           if (scope[0] == 't')
-            raw_ll_pingpong<rma::Thread><<<1, 1, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
-                                                              p.cycles, p.timing, budget, p.st[r]);
+            raw_ll_pingpong<rma::Thread><<<p.grid(), 1, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
+                                                              p.cycles, p.timing, budget, p.st[r], p.place(r));
           else if (scope[0] == 'w')
-            raw_ll_pingpong<rma::Warp><<<1, 32, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters, p.cycles,
-                                                             p.timing, budget, p.st[r]);
+            raw_ll_pingpong<rma::Warp><<<p.grid(), 32, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters, p.cycles,
+                                                             p.timing, budget, p.st[r], p.place(r));
           else
-            raw_ll_pingpong<rma::Block><<<1, 512, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
-                                                               p.cycles, p.timing, budget, p.st[r]);
+            raw_ll_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
+                                                               p.cycles, p.timing, budget, p.st[r], p.place(r));
           GV_BENCH_CUDA(cudaGetLastError());
         }
         if (p.finish("raw_ll")) emit_latency("raw_ll", scope, "peer", bytes, iters, p.samples(iters, true));
@@ -745,6 +792,8 @@ void usage(std::FILE* f) {
                "  --max-bytes  largest latency message (default 4194304)\n"
                "  --bw-max     largest bandwidth message (default 1073741824; ib rows stop at 64 MiB)\n"
                "  --json FILE  also append the rows to FILE as JSON, after a metadata object (commit, device, date, command)\n"
+               "  --sms A,B    run rank 0's ping-pong blocks on SM A of its GPU and rank 1's on SM B (default: wherever\n"
+               "               they land; on one GPU the pair moves a small round by up to 0.15 us)\n"
                "Two ranks in this process: GPUs 0 and 1, or both on GPU 0 when there is one GPU.\n");
 }
 
@@ -787,6 +836,17 @@ int main(int argc, char** argv) try {
         if (c == std::string::npos) break;
         pos = c + 1;
       }
+    } else if (a == "--sms") {
+      const std::string v = value("--sms");
+      const std::size_t c = v.find(',');
+      try {
+        if (c == std::string::npos) throw gv::bench::UsageError("--sms " + v + ": give two SMs, A,B");
+        for (int r = 0; r < 2; ++r)
+          o.sms[r] = static_cast<int>(gv::bench::parse_uint("--sms", r == 0 ? v.substr(0, c) : v.substr(c + 1), 0, 1023));
+      } catch (const gv::bench::UsageError& e) {
+        std::fprintf(stderr, "gv_rma: %s\n", e.what());
+        return 2;
+      }
     } else if (a == "-n" || a == "--max-bytes" || a == "--bw-max") {
       try {
         if (a == "-n") o.iters = static_cast<int>(gv::bench::parse_uint(a, value("-n"), 1, 1'000'000));
@@ -810,14 +870,24 @@ int main(int argc, char** argv) try {
   cudaDeviceProp prop{};
   GV_BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   g_device = std::string(prop.name) + (gpus >= 2 ? " x2 (ranks on GPUs 0 and 1)" : " x1 (both ranks on GPU 0)");
+  if (o.sms[0] >= prop.multiProcessorCount || o.sms[1] >= prop.multiProcessorCount ||
+      (gpus < 2 && o.sms[0] >= 0 && o.sms[0] == o.sms[1])) {
+    std::fprintf(stderr, "gv_rma: --sms %d,%d: the GPU has SMs 0-%d, and two ranks on one GPU need two SMs\n", o.sms[0],
+                 o.sms[1], prop.multiProcessorCount - 1);
+    return 2;
+  }
   if (!o.json.empty()) g_log.open(o.json, g_device, argc, argv);
   std::printf("# gv_rma on %s\n", g_device.c_str());
+  if (o.sms[0] >= 0) std::printf("# ping-pong ranks' blocks on SMs %d (rank 0) and %d (rank 1)\n", o.sms[0], o.sms[1]);
 
   bool failed = false;
   for (const Transport t : o.transports) {
     try {
       const std::size_t area = t == Transport::kIb ? std::min<std::size_t>(o.bw_max, std::size_t{64} << 20) : std::max(o.bw_max, o.max_bytes);
       Pair p(t, std::max({area, o.max_bytes, gv::bench::kChainBytes}), o.iters);
+      p.sms[0] = o.sms[0];
+      p.sms[1] = o.sms[1];
+      p.sm_count = prop.multiProcessorCount;
       {
         std::printf("\n# transport %s: latency rows [usec]\n", rma::to_string(t));
         gv::bench::print_latency_header(stdout, "test         scope  tr  ");
