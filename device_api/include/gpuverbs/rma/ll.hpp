@@ -24,8 +24,12 @@
 // Over ib the data travels as a put_signal (one WRITE, then the header word) with the same
 // semantics.
 //
-// LL128 (120 data bytes and one flag per 128-byte line) is not offered: it relies on a warp's
-// 128-byte store reaching the peer as one, which no test here has shown on this hardware.
+// LL128 (120 data bytes and one flag per 128-byte line) is not offered. It relies on a warp's
+// 128-byte store reaching the peer as one: a hammer test (64 pairs of warps, a million rounds each
+// way, every word checked; bench/results/archive/2026-11-27-h200-ll128-probe.txt) saw no line
+// whose flag came before its data on one H200 or across two, but a warp's LL128 round was no
+// faster than these lines up to 1 KiB there, and it would need its own buffer area (its data
+// words carry no flag, so an LL round after it could take them for flagged words).
 #pragma once
 #include <cstddef>
 #include <cstdint>
