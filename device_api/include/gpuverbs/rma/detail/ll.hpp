@@ -138,28 +138,20 @@ GV_HD GV_INLINE bool ll_whole_batch(const void* p, std::size_t n) {
   return (((reinterpret_cast<std::uintptr_t>(p) | n) & 7u) == 0) & (n != 0) & (n <= ll_batch_bytes<G>());
 }
 
-/// Whether a message is a thread's one line, sent and polled alone rather than in a batch of
-/// kLlBatch<Thread> lines, 7 of them predicated off (~0.05 us a round on an H100).
+/// Whether a message is at most a line a member of a thread (8 B) or a warp (256 B), sent and
+/// polled one line a member rather than in batches of kLlBatch<G> lines with the others
+/// predicated off: a thread's 8 B round ~0.05 us faster on an H100; a warp's of 8-256 B
+/// 0.58-0.60 -> 0.53-0.56 us on one H200 (alternating binaries, LlWarpAgree's vote in both;
+/// 0.59-0.63 with neither). A block's batch is a line a member already.
 template <class G>
-GV_HD GV_INLINE constexpr bool ll_one_line(std::size_t n) {
-  return std::is_same_v<G, Thread> && n <= 8;
+GV_HD GV_INLINE constexpr bool ll_line_a_member(std::size_t n) {
+  return (std::is_same_v<G, Thread> && n <= 8) || (std::is_same_v<G, Warp> && n <= 8 * 32);
 }
 
-/// Whether a message is a warp's line a lane at most (256 B), sent and polled one line a lane
-/// rather than in batches of kLlBatch<Warp> lines with the others predicated off (gv_rma on one
-/// H200, alternating binaries: a warp's LlChannel round of 8-256 B 0.58-0.60 -> 0.53-0.56 us with
-/// LlWarpAgree's vote in both; 0.59-0.63 with neither).
-template <class G>
-GV_HD GV_INLINE constexpr bool ll_line_each(std::size_t n) {
-  return std::is_same_v<G, Warp> && n <= 8 * 32;
-}
-
-/// The lines of such a message: a thread's one line alone (ll_one_line), a warp's line a lane
-/// (ll_line_each), else a batch.
+/// The lines of such a message: a line a member (ll_line_a_member), else a batch.
 template <class G>
 GV_HD GV_INLINE void ll_send_whole(std::uint64_t* words, const std::uint64_t* s64, std::size_t n, std::uint32_t seq) {
-  if (ll_one_line<G>(n)) ll_send_batch<G, 1>(words, s64, 1, seq);
-  else if (ll_line_each<G>(n)) ll_send_batch<G, 1>(words, s64, ll_lines(n), seq);
+  if (ll_line_a_member<G>(n)) ll_send_batch<G, 1>(words, s64, std::is_same_v<G, Thread> ? 1u : ll_lines(n), seq);
   else ll_send_batch<G, kLlBatch<G>>(words, s64, ll_lines(n), seq);
 }
 
@@ -327,16 +319,13 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
   return Status::kOk;
 }
 
-/// This member's part of receiving round seq (ll_receive_batch): a thread's one line alone
-/// (ll_one_line), a warp's line a lane (ll_line_each), every other call in batches of kLlBatch<G>.
+/// This member's part of receiving round seq (ll_receive_batch): a line a member
+/// (ll_line_a_member), every other call in batches of kLlBatch<G>.
 template <class G, bool kCredit = false, bool kHeader = true, bool kWhole = false>
 GV_HD GV_INLINE Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
                                   std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit) {
-  if constexpr (std::is_same_v<G, Thread>) {  // no one-line receive compiled for other groups
-    if (ll_one_line<G>(n))
-      return ll_receive_batch<G, 1, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
-  } else if constexpr (std::is_same_v<G, Warp>) {
-    if (ll_line_each<G>(n))
+  if constexpr (!std::is_same_v<G, Block>) {  // no second receive compiled for a block
+    if (ll_line_a_member<G>(n))
       return ll_receive_batch<G, 1, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
   }
   return ll_receive_batch<G, kLlBatch<G>, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
