@@ -485,10 +485,11 @@ struct Pair {
         std::fprintf(stderr, "gv_rma: %s over %s: rank %d: %s\n", what, rma::to_string(t), r, gv::to_string(static_cast<Status>(v)));
         ok = false;
       }
+      if (sms[r] < 0) continue;
       std::uint32_t words[3] = {};
       GV_BENCH_CUDA(cudaMemcpyAsync(words, place_words[r], sizeof(words), cudaMemcpyDeviceToHost, s[r]));
       GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
-      if (sms[r] >= 0 && words[0] != 0 && words[2] != static_cast<std::uint32_t>(sms[r]))
+      if (words[0] != 0 && words[2] != static_cast<std::uint32_t>(sms[r]))
         std::fprintf(stderr, "gv_rma: %s: rank %d ran on SM %u, not %d (no block of its grid landed there)\n", what, r,
                      words[2], sms[r]);
     }
@@ -692,8 +693,8 @@ void run_anchors(Options& o, Pair& p) {
       p.reset();
       for (int r : {1, 0}) {
         p.on(r);
-        raw_flag_pingpong<<<p.grid(), 1, 0, p.s[r]>>>(r, variant, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles, p.timing,
-                                               p.ep(r).budget, p.st[r], p.place(r));
+        raw_flag_pingpong<<<p.grid(), 1, 0, p.s[r]>>>(r, variant, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles,
+                                                      p.timing, p.ep(r).budget, p.st[r], p.place(r));
         GV_BENCH_CUDA(cudaGetLastError());
       }
       if (p.finish(names[variant])) emit_latency(names[variant], "thread", "peer", 8, iters, p.samples(iters, true));
@@ -711,11 +712,13 @@ void run_anchors(Options& o, Pair& p) {
           p.on(r);
           const auto* src = reinterpret_cast<const uint4*>(p.src[r]);
           if (block)
-            raw_put_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32, their_flag[r], warmup,
-                                                                iters, p.cycles, p.timing, p.ep(r).budget, p.st[r], p.place(r));
+            raw_put_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32,
+                                                                        their_flag[r], warmup, iters, p.cycles, p.timing,
+                                                                        p.ep(r).budget, p.st[r], p.place(r));
           else
-            raw_put_pingpong<rma::Thread><<<p.grid(), 1, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32, their_flag[r], warmup,
-                                                               iters, p.cycles, p.timing, p.ep(r).budget, p.st[r], p.place(r));
+            raw_put_pingpong<rma::Thread><<<p.grid(), 1, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32,
+                                                                       their_flag[r], warmup, iters, p.cycles, p.timing,
+                                                                       p.ep(r).budget, p.st[r], p.place(r));
           GV_BENCH_CUDA(cudaGetLastError());
         }
         if (p.finish("raw_put_sys")) emit_latency("raw_put_sys", block ? "block" : "thread", "peer", bytes, iters, p.samples(iters, true));
@@ -738,13 +741,13 @@ void run_anchors(Options& o, Pair& p) {
           const gv::Budget budget = p.ep(r).budget;
           if (scope[0] == 't')
             raw_ll_pingpong<rma::Thread><<<p.grid(), 1, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
-                                                              p.cycles, p.timing, budget, p.st[r], p.place(r));
+                                                                      p.cycles, p.timing, budget, p.st[r], p.place(r));
           else if (scope[0] == 'w')
-            raw_ll_pingpong<rma::Warp><<<p.grid(), 32, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters, p.cycles,
-                                                             p.timing, budget, p.st[r], p.place(r));
+            raw_ll_pingpong<rma::Warp><<<p.grid(), 32, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
+                                                                     p.cycles, p.timing, budget, p.st[r], p.place(r));
           else
             raw_ll_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
-                                                               p.cycles, p.timing, budget, p.st[r], p.place(r));
+                                                                       p.cycles, p.timing, budget, p.st[r], p.place(r));
           GV_BENCH_CUDA(cudaGetLastError());
         }
         if (p.finish("raw_ll")) emit_latency("raw_ll", scope, "peer", bytes, iters, p.samples(iters, true));
