@@ -76,6 +76,29 @@ GV_HD GV_INLINE void store_pair(std::uint64_t* p, std::uint64_t a, std::uint64_t
 #endif
 }
 
+/// store_word by the members for which `mine` holds, as one predicated store: no branch, so no
+/// convergence barrier for the group to wait at after it (a leader's word in an LL round).
+GV_HD GV_INLINE void store_word_if(bool mine, std::uint64_t* p, std::uint64_t v) {
+#if GV_DEVICE_PASS
+  asm volatile("{ .reg .pred q; setp.ne.u32 q, %2, 0; @q st.volatile.u64 [%0], %1; }" ::"l"(p), "l"(v),
+               "r"(static_cast<unsigned>(mine))
+               : "memory");
+#else
+  if (mine) store_word(p, v);
+#endif
+}
+/// load_word by the members for which `mine` holds, predicated as store_word_if; the others get `v`.
+GV_HD GV_INLINE std::uint32_t load_word_if(bool mine, const std::uint32_t* p, std::uint32_t v) {
+#if GV_DEVICE_PASS
+  asm volatile("{ .reg .pred q; setp.ne.u32 q, %2, 0; @q ld.volatile.u32 %0, [%1]; }" : "+r"(v) : "l"(p),
+               "r"(static_cast<unsigned>(mine))
+               : "memory");
+  return v;
+#else
+  return mine ? load_word(p) : v;
+#endif
+}
+
 /// The loads that poll store_pair's words: one 16-byte load on the GPU, two load_word on the host.
 GV_HD GV_INLINE void load_pair(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) {
 #if GV_DEVICE_PASS
