@@ -107,6 +107,17 @@ GV_HD GV_INLINE void ll_store_line(std::uint64_t* words, std::uint32_t line, std
              ll_word(static_cast<std::uint32_t>(data >> 32), seq));
 }
 
+/// Whether a batch's slots for lines that do not exist are predicated off rather than branched
+/// around: a block's line and a warp's batch of four, in the common case (ll_send_batch, and
+/// ll_receive_batch with kWhole). gv_rma on one H200, ranks on SMs 0 and 1, 8 processes of each
+/// binary: a block's round 0.63 -> 0.52 us at 8-128 B in processes of the faster mode (0.61 in the
+/// slower), a warp's 512 B 0.64 -> 0.54 (archive/2026-11-27-h200-rma-ab-ll-predicated-slots.txt).
+/// Predicated, a thread's batches of eight (32 B-4 KiB +7-86 %), a warp's line a lane (8-128 B: no
+/// faster mode, 0.55) and the general path's batches (a warp's 2-4 KiB +17-20 %) were slower: they
+/// keep their branches.
+template <class G, unsigned kBatch>
+inline constexpr bool kLlPredicated = std::is_same_v<G, Block> || (std::is_same_v<G, Warp> && kBatch > 1);
+
 /// The common case of ll_send_lines: lines me + j * cnt, j < kBatch, that exist.
 template <class G, unsigned kBatch>
 GV_HD GV_INLINE void ll_send_batch(std::uint64_t* words, const std::uint64_t* s64, std::uint32_t lines,
@@ -121,8 +132,14 @@ GV_HD GV_INLINE void ll_send_batch(std::uint64_t* words, const std::uint64_t* s6
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
-  for (unsigned j = 0; j < kBatch; ++j)
-    if (me + j * cnt < lines) ll_store_line(words, me + j * cnt, v[j], seq);
+  for (unsigned j = 0; j < kBatch; ++j) {
+    const std::uint32_t line = me + j * cnt;
+    if constexpr (kLlPredicated<G, kBatch>)
+      store_pair_if(line < lines, words + 2 * line, ll_word(static_cast<std::uint32_t>(v[j]), seq),
+                    ll_word(static_cast<std::uint32_t>(v[j] >> 32), seq));
+    else if (line < lines)
+      ll_store_line(words, line, v[j], seq);
+  }
 }
 
 /// The data bytes of a poll batch of lines for every member of the group: the most the common
@@ -233,6 +250,7 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
   const auto at = reinterpret_cast<std::uintptr_t>(out);
   const bool aligned4 = (at & 3u) == 0, aligned8 = (at & 7u) == 0;
   const bool whole_lines = kWhole || (aligned8 & ((n & 7u) == 0));
+  constexpr bool kPredicated = kWhole && kLlPredicated<G, kBatch>;
   std::uint64_t h = kHeader ? 0 : ll_word(0, seq);
   std::uint32_t k0 = me;
   do {
@@ -259,15 +277,23 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
-          for (unsigned j = 0; j < kBatch; ++j)
-            if (k0 + j * cnt < count) load_pair(words + 2 * (k0 + j * cnt), w[2 * j], w[2 * j + 1]);
+          for (unsigned j = 0; j < kBatch; ++j) {
+            if constexpr (kPredicated)
+              load_pair_if(k0 + j * cnt < count, words + 2 * (k0 + j * cnt), w[2 * j], w[2 * j + 1]);
+            else if (k0 + j * cnt < count)
+              load_pair(words + 2 * (k0 + j * cnt), w[2 * j], w[2 * j + 1]);
+          }
           bool all = true;
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
           for (unsigned j = 0; j < kBatch; ++j) {
-            if (k0 + j * cnt >= count) break;  // a short message stops here, not after the batch
-            all &= (ll_seq(w[2 * j]) == seq) & (ll_seq(w[2 * j + 1]) == seq);
+            if constexpr (kPredicated) {
+              all &= (k0 + j * cnt >= count) | ((ll_seq(w[2 * j]) == seq) & (ll_seq(w[2 * j + 1]) == seq));
+            } else {
+              if (k0 + j * cnt >= count) break;  // a short message stops here, not after the batch
+              all &= (ll_seq(w[2 * j]) == seq) & (ll_seq(w[2 * j + 1]) == seq);
+            }
           }
           return ll_seq(h) == seq && (all || ll_packed(h));
         },

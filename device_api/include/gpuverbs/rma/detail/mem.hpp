@@ -109,6 +109,27 @@ GV_HD GV_INLINE void load_pair(const std::uint64_t* p, std::uint64_t& a, std::ui
 #endif
 }
 
+/// store_pair by the members for which `mine` holds, predicated (no branch around the store).
+GV_HD GV_INLINE void store_pair_if(bool mine, std::uint64_t* p, std::uint64_t a, std::uint64_t b) {
+#if GV_DEVICE_PASS
+  asm volatile("{ .reg .pred q; setp.ne.u32 q, %3, 0; @q st.volatile.v2.u64 [%0], {%1, %2}; }" ::"l"(p), "l"(a), "l"(b),
+               "r"(static_cast<unsigned>(mine))
+               : "memory");
+#else
+  if (mine) store_pair(p, a, b);
+#endif
+}
+/// load_pair by the members for which `mine` holds, predicated; the others keep a and b.
+GV_HD GV_INLINE void load_pair_if(bool mine, const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) {
+#if GV_DEVICE_PASS
+  asm volatile("{ .reg .pred q; setp.ne.u32 q, %3, 0; @q ld.volatile.v2.u64 {%0, %1}, [%2]; }" : "+l"(a), "+l"(b)
+               : "l"(p), "r"(static_cast<unsigned>(mine))
+               : "memory");
+#else
+  if (mine) load_pair(p, a, b);
+#endif
+}
+
 /// An acquire load at system scope: what the peer published before its store is visible to what
 /// this thread reads next. wait_until polls with it; test() and the LL receive's ib fallback
 /// read it once, after their relaxed check holds.
