@@ -106,6 +106,12 @@ GV_HD GV_INLINE void ll_store_line(std::uint64_t* words, std::uint32_t line, std
   store_pair(words + 2 * line, ll_word(static_cast<std::uint32_t>(data), seq),
              ll_word(static_cast<std::uint32_t>(data >> 32), seq));
 }
+/// ll_store_line by the members for which `mine` holds, predicated (store_pair_if).
+GV_HD GV_INLINE void ll_store_line_if(bool mine, std::uint64_t* words, std::uint32_t line, std::uint64_t data,
+                                      std::uint32_t seq) {
+  store_pair_if(mine, words + 2 * line, ll_word(static_cast<std::uint32_t>(data), seq),
+                ll_word(static_cast<std::uint32_t>(data >> 32), seq));
+}
 
 /// Whether a batch's slots for lines that do not exist are predicated off rather than branched
 /// around: a block's line and a warp's batch of four, in the common case (ll_send_batch, and
@@ -135,8 +141,7 @@ GV_HD GV_INLINE void ll_send_batch(std::uint64_t* words, const std::uint64_t* s6
   for (unsigned j = 0; j < kBatch; ++j) {
     const std::uint32_t line = me + j * cnt;
     if constexpr (kLlPredicated<G, kBatch>)
-      store_pair_if(line < lines, words + 2 * line, ll_word(static_cast<std::uint32_t>(v[j]), seq),
-                    ll_word(static_cast<std::uint32_t>(v[j] >> 32), seq));
+      ll_store_line_if(line < lines, words, line, v[j], seq);
     else if (line < lines)
       ll_store_line(words, line, v[j], seq);
   }
