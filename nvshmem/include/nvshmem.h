@@ -109,8 +109,13 @@ cudaError_t gv_nvshmem_set_endpoint(const gv::rma::Endpoint& ep) {
 
 namespace gv::nvshmem::detail {
 /// A device call that cannot be done: say why, and stop the kernel (NVSHMEM's calls return
-/// nothing, so the program could not learn of it otherwise).
-__device__ __noinline__ inline void device_fail(const char* what, gv::Status s) {
+/// nothing, so the program could not learn of it otherwise). It never returns, and says so: a
+/// call the compiler expects back is set up on the common path (a return address, a
+/// reconvergence barrier around it); as a branch to a trap it is not. gv_shmem_perf on one H200,
+/// alternating binaries, two calls of four processes each: the face's `p` 0.40-0.41 -> 0.39 us,
+/// fetch_add 0.28-0.29 -> 0.26-0.27 (medians of t_typical;
+/// bench/results/archive/2026-11-27-h200-face-ab-noreturn.txt).
+[[noreturn]] __device__ __noinline__ inline void device_fail(const char* what, gv::Status s) {
   printf("gpuverbs nvshmem: %s failed on PE %u: %s%s\n", what, gv_nvshmem_ep.rank, gv::to_string(s),
          s == gv::Status::kInvalidArgument
              ? " (a PE out of range, a remote address outside the symmetric heap, or, over ib, a local buffer "
