@@ -137,36 +137,35 @@ __global__ void pingpong(__grid_constant__ const Endpoint ep, std::byte* buf, co
 }
 
 /// One-sided per-operation latency at rank 0: op 0 = put + quiet, 1 = get, 2 = fetch_add,
-/// 3 = compare_swap (each operand depends on the value fetched before).
-template <class G>
-__global__ void one_sided(__grid_constant__ const Endpoint ep, int op, std::byte* buf, std::byte* local, std::size_t bytes,
+/// 3 = compare_swap (each operand depends on the value fetched before). The operation is a
+/// template argument: a switch on it inside the timed loop put an indirect branch (BRX through a
+/// jump table) and a reconvergence barrier into every iteration (SASS on an H200), which the
+/// face's chain (shmem_perf) and the raw chains do not have.
+template <class G, int kOp>
+__global__ void one_sided(__grid_constant__ const Endpoint ep, std::byte* buf, std::byte* local, std::size_t bytes,
                           std::uint64_t* word, int warmup, int iters, std::uint64_t* cycles, Timing* timing,
                           std::uint32_t* st, std::uint64_t* sink) {
+  static_assert(kOp >= 0 && kOp <= 3);
   std::uint64_t carry = 0;
   LoopClock clock{warmup, cycles, G::index() == 0};
   for (int i = 1; i <= warmup + iters; ++i) {
     clock.begin(i);
     Status s;
-    switch (op) {
-      case 0:
-        s = rma::put<G>(ep, buf, local, bytes, 1);
-        if (s == Status::kOk) s = rma::quiet<G>(ep);
-        break;
-      case 1: s = rma::get<G>(ep, local, buf, bytes, 1); break;
-      case 2: {
-        std::uint64_t old = 0;
-        s = rma::fetch_add<G>(ep, gv::bench::chain_word(word, i), (carry & 1) + 1, 1, old);
-        carry = old;
-        settle(carry);
-        break;
-      }
-      default: {
-        std::uint64_t old = 0;
-        s = rma::compare_swap<G>(ep, gv::bench::chain_word(word, i), carry, carry + 1, 1, old);
-        carry = old == carry ? carry + 1 : old;
-        settle(carry);
-        break;
-      }
+    if constexpr (kOp == 0) {
+      s = rma::put<G>(ep, buf, local, bytes, 1);
+      if (s == Status::kOk) s = rma::quiet<G>(ep);
+    } else if constexpr (kOp == 1) {
+      s = rma::get<G>(ep, local, buf, bytes, 1);
+    } else if constexpr (kOp == 2) {
+      std::uint64_t old = 0;
+      s = rma::fetch_add<G>(ep, gv::bench::chain_word(word, i), (carry & 1) + 1, 1, old);
+      carry = old;
+      settle(carry);
+    } else {
+      std::uint64_t old = 0;
+      s = rma::compare_swap<G>(ep, gv::bench::chain_word(word, i), carry, carry + 1, 1, old);
+      carry = old == carry ? carry + 1 : old;
+      settle(carry);
     }
     if (s != Status::kOk) {
       if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
@@ -583,10 +582,10 @@ void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
   }
 }
 
-template <class G>
-void run_one_sided(Options& o, Pair& p, int op, const char* scope, std::size_t max_bytes) {
+template <class G, int kOp>
+void run_one_sided(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
   static const char* names[] = {"put", "get", "fetch_add", "compare_swap"};
-  const bool atomic = op >= 2;
+  constexpr bool atomic = kOp >= 2;
   for (std::size_t bytes = 8; bytes <= (atomic ? 8 : max_bytes); bytes *= 2) {
     const int iters = iters_for(o, bytes), warmup = std::max(10, iters / 10);
     p.reset();
@@ -595,11 +594,11 @@ void run_one_sided(Options& o, Pair& p, int op, const char* scope, std::size_t m
     // Local buffer in the heap (ib needs registered memory): src of rank 0.
     // Atomics walk the words at the start of the area (chain_word), the raw chains' words.
     auto* words = reinterpret_cast<std::uint64_t*>(p.buf[0]);
-    one_sided<G><<<1, threads, 0, p.s[0]>>>(p.ep(0), op, p.buf[0], p.src[0], bytes, words, warmup, iters,
-                                            p.cycles, p.timing, p.st[0], p.sink);
+    one_sided<G, kOp><<<1, threads, 0, p.s[0]>>>(p.ep(0), p.buf[0], p.src[0], bytes, words, warmup, iters, p.cycles,
+                                                 p.timing, p.st[0], p.sink);
     GV_BENCH_CUDA(cudaGetLastError());
-    if (!p.finish(names[op])) continue;
-    emit_latency(names[op], scope, rma::to_string(p.t), bytes, iters, p.samples(iters, false));
+    if (!p.finish(names[kOp])) continue;
+    emit_latency(names[kOp], scope, rma::to_string(p.t), bytes, iters, p.samples(iters, false));
   }
 }
 
@@ -910,16 +909,16 @@ int main(int argc, char** argv) try {
         run_ll<rma::Block, 3>(o, p, "block", std::min<std::size_t>(o.max_bytes, 4096));
       }
       if (wants(o, "put")) {
-        run_one_sided<rma::Thread>(o, p, 0, "thread", std::min<std::size_t>(o.max_bytes, 65536));
-        run_one_sided<rma::Block>(o, p, 0, "block", o.max_bytes);
+        run_one_sided<rma::Thread, 0>(o, p, "thread", std::min<std::size_t>(o.max_bytes, 65536));
+        run_one_sided<rma::Block, 0>(o, p, "block", o.max_bytes);
       }
       if (wants(o, "get")) {
-        run_one_sided<rma::Thread>(o, p, 1, "thread", std::min<std::size_t>(o.max_bytes, 65536));
-        run_one_sided<rma::Block>(o, p, 1, "block", o.max_bytes);
+        run_one_sided<rma::Thread, 1>(o, p, "thread", std::min<std::size_t>(o.max_bytes, 65536));
+        run_one_sided<rma::Block, 1>(o, p, "block", o.max_bytes);
       }
       if (wants(o, "atomics")) {
-        run_one_sided<rma::Thread>(o, p, 2, "thread", 8);
-        run_one_sided<rma::Thread>(o, p, 3, "thread", 8);
+        run_one_sided<rma::Thread, 2>(o, p, "thread", 8);
+        run_one_sided<rma::Thread, 3>(o, p, "thread", 8);
       }
       if (wants(o, "bw") || wants(o, "rate") || wants(o, "anchors"))
         std::printf("\n# transport %s: rate rows\n%-12s %-10s %-4s %-10s %-12s %-16s %s\n", rma::to_string(t), "test",
