@@ -57,12 +57,17 @@ __device__ GV_INLINE void copy_words(W* d, const W* s, std::size_t n, unsigned m
 }
 
 /// Bytes [at, n) of a copy, fewer than 16: the widest words both ends allow (a put of 8 bytes
-/// is one 8-byte store, not eight byte stores).
+/// is one 8-byte store, not eight byte stores). An aligned 8-byte tail returns after its word:
+/// the narrower words' tests that followed it were some 40 instructions between a put_signal's
+/// data and its fence (gv_rma on one H200, ranks on SMs 0 and 1, 8 processes of each binary: a
+/// thread's 8-byte put_signal over its floor 1.14 -> 1.09, a block's 1.17 -> 1.13, medians;
+/// bench/results/archive/2026-11-27-h200-rma-ab-copy-tail.txt).
 __device__ GV_INLINE void copy_tail(unsigned char* d, const unsigned char* s, std::size_t at, std::size_t n) {
   const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(d) | reinterpret_cast<std::uintptr_t>(s);
   if (n - at >= 8 && ((mis | at) & 7u) == 0) {
     *reinterpret_cast<std::uint64_t*>(d + at) = *reinterpret_cast<const std::uint64_t*>(s + at);
     at += 8;
+    if (at == n) return;
   }
   if (n - at >= 4 && ((mis | at) & 3u) == 0) {
     *reinterpret_cast<std::uint32_t*>(d + at) = *reinterpret_cast<const std::uint32_t*>(s + at);
