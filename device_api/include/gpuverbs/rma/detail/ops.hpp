@@ -565,14 +565,30 @@ GV_HD Status wait_until(const Endpoint& ep, const T* ivar, Cmp cmp, T value, T* 
   // Every poll an acquire load, the value it saw returned: a relaxed poll ended by one acquire
   // load paid that load's round trip after the signal had arrived, on the critical path of a
   // ping-pong (a block's put_signal + wait_until on an H100, 2026-11-26: +0.09 us).
-  const R r = detail::on_leader<G>([&]() -> R {
-    T v{};
-    const Status s = sync::bounded_wait(
+  T v{};
+  auto poll = [&] {
+    return sync::bounded_wait(
         [&] {
           v = detail::signal_seen_before_data(ivar);
           return compare(v, cmp, value);
         },
         ep.budget, ep.abort);
+  };
+#if GV_DEVICE_PASS
+  if constexpr (std::is_same_v<G, Block>) {
+    // Without `seen` a block shares only the leader's status, in the reduction of one barrier
+    // (group_worst), not through shared memory between from_leader's two barriers: a block's
+    // put_signal ping-pong -0.03 us at 8 B-4 KiB on one H200, ranks on SMs 0 and 1, 8 processes
+    // of each binary (bench/results/archive/2026-11-27-h200-rma-ab-wait-status.txt).
+    if (seen == nullptr) {
+      Status s = Status::kOk;
+      if (G::index() == 0) s = poll();
+      return detail::group_worst<G>(s);
+    }
+  }
+#endif
+  const R r = detail::on_leader<G>([&]() -> R {
+    const Status s = poll();
     return R{s, v};
   });
   if (seen != nullptr) *seen = r.v;
