@@ -227,6 +227,17 @@ __global__ void ll_wait_unsent(__grid_constant__ const rma::Endpoint ep, std::by
   out[G::index()] = static_cast<std::uint32_t>(s);
 }
 
+/// wait_until at scope G for `*word == want` on this rank's heap: every member's status and,
+/// with `with_seen`, the value it was handed (poisoned otherwise).
+template <class G>
+__global__ void wait_word(__grid_constant__ const rma::Endpoint ep, const std::uint64_t* word, std::uint64_t want,
+                          bool with_seen, std::uint32_t* out, std::uint64_t* seen) {
+  std::uint64_t v = ~std::uint64_t{0};
+  const gv::Status s = rma::wait_until<G>(ep, word, rma::Cmp::kEq, want, with_seen ? &v : nullptr);
+  out[G::index()] = static_cast<std::uint32_t>(s);
+  seen[G::index()] = v;
+}
+
 /// Statuses of bad requests, in a fixed order (see the test).
 __global__ void bad_input(__grid_constant__ const rma::Endpoint ep, std::byte* buf, std::uint32_t* out) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;

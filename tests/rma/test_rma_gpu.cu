@@ -472,6 +472,45 @@ TEST_P(RmaGpu, LlChannelWaitForARoundNeverSentTimesOutInEveryMember) {
   }
 }
 
+namespace {
+template <class G>
+void wait_word_outcomes(RmaGpu& t, unsigned threads) {
+  auto word = t.alloc<std::uint64_t>(1), seen = t.alloc<std::uint64_t>(threads);
+  auto status = t.alloc<std::uint32_t>(threads);
+  const std::uint64_t value = 0x5eed5eed5eedull;
+  t.write(word[0], &value, sizeof(value), 0);
+  for (const bool with_seen : {false, true}) {
+    for (const std::uint64_t want : {value, value + 1}) {
+      t.poison(status[0], threads * sizeof(std::uint32_t), 0);
+      t.poison(seen[0], threads * sizeof(std::uint64_t), 0);
+      t.on_ranks([&](int r) {
+        if (r == 0)
+          wait_word<G><<<1, threads, 0, t.stream(r)>>>(t.ep(r), word[0], want, with_seen, status[0], seen[0]);
+      });
+      const Status expect = want == value ? Status::kOk : Status::kTimeout;
+      const auto s = t.read(status[0], threads, 0);
+      const auto v = t.read(seen[0], threads, 0);
+      for (unsigned m = 0; m < threads; ++m) {
+        EXPECT_EQ(static_cast<Status>(s[m]), expect)
+            << threads << " threads, seen " << with_seen << ", member " << m << ": " << gv::to_string(static_cast<Status>(s[m]));
+        EXPECT_EQ(v[m], with_seen ? value : ~std::uint64_t{0}) << threads << " threads, seen " << with_seen << ", member " << m;
+      }
+    }
+  }
+}
+}  // namespace
+
+// wait_until at every scope hands every member the leader's outcome: kOk when the word holds,
+// kTimeout once the budget is spent when it never does, with and without `seen` (a block shares
+// its status through a different path without it), and `seen` the value the poll last read.
+TEST_P(RmaGpu, WaitUntilGivesEveryMemberTheOutcomeWithAndWithoutSeen) {
+  make(GetParam().transport, std::size_t{1} << 20, gv::Budget{20'000'000});  // 20 ms
+  wait_word_outcomes<gv::rma::Thread>(*this, 1);
+  wait_word_outcomes<gv::rma::Warp>(*this, 32);
+  wait_word_outcomes<gv::rma::Block>(*this, 128);
+  wait_word_outcomes<gv::rma::Block>(*this, 1024);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, RmaGpu,
                          // 3 and 4 ranks oversubscribe the GPUs of a one- or two-GPU machine: the
                          // code paths of N > 2 ranks, not a scaling result.
