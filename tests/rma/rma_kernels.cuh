@@ -228,7 +228,7 @@ __global__ void ll_wait_unsent(__grid_constant__ const rma::Endpoint ep, std::by
 }
 
 /// wait_until at scope G for `*word == want` on this rank's heap: every member's status and,
-/// with `with_seen`, the value it was handed (poisoned otherwise).
+/// with `with_seen`, the value it was handed (all ones when it asked for none).
 template <class G>
 __global__ void wait_word(__grid_constant__ const rma::Endpoint ep, const std::uint64_t* word, std::uint64_t want,
                           bool with_seen, std::uint32_t* out, std::uint64_t* seen) {

@@ -484,16 +484,16 @@ void wait_word_outcomes(RmaGpu& t, unsigned threads) {
       t.poison(status[0], threads * sizeof(std::uint32_t), 0);
       t.poison(seen[0], threads * sizeof(std::uint64_t), 0);
       t.on_ranks([&](int r) {
-        if (r == 0)
-          wait_word<G><<<1, threads, 0, t.stream(r)>>>(t.ep(r), word[0], want, with_seen, status[0], seen[0]);
+        if (r == 0) wait_word<G><<<1, threads, 0, t.stream(r)>>>(t.ep(r), word[0], want, with_seen, status[0], seen[0]);
       });
       const Status expect = want == value ? Status::kOk : Status::kTimeout;
       const auto s = t.read(status[0], threads, 0);
       const auto v = t.read(seen[0], threads, 0);
       for (unsigned m = 0; m < threads; ++m) {
-        EXPECT_EQ(static_cast<Status>(s[m]), expect)
-            << threads << " threads, seen " << with_seen << ", member " << m << ": " << gv::to_string(static_cast<Status>(s[m]));
-        EXPECT_EQ(v[m], with_seen ? value : ~std::uint64_t{0}) << threads << " threads, seen " << with_seen << ", member " << m;
+        EXPECT_EQ(static_cast<Status>(s[m]), expect) << threads << " threads, seen " << with_seen << ", member " << m
+                                                     << ": " << gv::to_string(static_cast<Status>(s[m]));
+        EXPECT_EQ(v[m], with_seen ? value : ~std::uint64_t{0})
+            << threads << " threads, seen " << with_seen << ", member " << m;
       }
     }
   }
