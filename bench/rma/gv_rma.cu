@@ -242,12 +242,17 @@ __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, st
     reinterpret_cast<volatile std::uint64_t*>(theirs)[1] = w;
   };
   // Bounded like every wait of the library (the raw poll itself, the clock read every 1024 polls).
+  // Both words are loaded before either is tested: with the tests joined by ||, the second word's
+  // load waited for the first one's test, a second round trip once the first word had come (one
+  // H200, ranks on SMs 0 and 1: 0.35-0.44 us against 0.28 with both loads in flight).
   auto wait = [&](std::uint32_t i) {
     const volatile std::uint64_t* m = mine;
     const std::uint64_t start = gtimer();
-    for (std::uint32_t n = 1; static_cast<std::uint32_t>(m[0] >> 32) != i || static_cast<std::uint32_t>(m[1] >> 32) != i; ++n)
+    for (std::uint32_t n = 1;; ++n) {
+      const std::uint64_t a = m[0], b = m[1];
+      if (static_cast<std::uint32_t>(a >> 32) == i && static_cast<std::uint32_t>(b >> 32) == i) return true;
       if ((n & 1023u) == 0 && gtimer() - start > budget.ns) return false;
-    return true;
+    }
   };
   LoopClock clock{warmup, cycles, rank == 0};
   if (!raw_rounds(rank, warmup, iters, clock, put, wait)) {
