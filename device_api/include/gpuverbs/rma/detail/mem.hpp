@@ -179,9 +179,11 @@ GV_HD GV_INLINE void signal_release(std::uint64_t* p, SignalOp op, std::uint64_t
 /// generic-address ATOM carries a predicate that the next branch waits on, so whatever followed
 /// it (the abort word's load) waited for the atomic's whole round trip first (ncu on an H200).
 /// `word` is a value the caller loaded before the atomic and tests after it (the abort word,
-/// remote_rmw): the asm names it as written, so the compiler cannot move that test above the
-/// atomic, where the atomic would wait for the load. Tested after, it waits for the load alone
-/// and runs while the atomic is in flight.
+/// remote_rmw): the asm names it as written, so NVVM cannot move that test above the atomic,
+/// where the atomic would wait for the load. Tested after, it waits for the load alone and runs
+/// while the atomic is in flight. ptxas may still move it (the ATOM does not write the register):
+/// remote_rmw's test stays after the ATOM, but a face fetch_add that branched on the word itself
+/// had it moved above, and took 0.42 us against 0.29 (notes/rma.md, 2026-11-27).
 #if GV_DEVICE_PASS
 template <class T>
 __device__ GV_INLINE std::uint64_t global_address(const T* p) {
