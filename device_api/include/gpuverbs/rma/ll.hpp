@@ -82,6 +82,10 @@ GV_HD Status wait_ll(const Endpoint& ep, const void* buf, std::size_t n, std::ui
 /// registers (a kernel's local variable), one per group, and keeps a pointer to `ep`, which must
 /// outlive it (a kernel's __grid_constant__ parameter does). Over ib (to or from a PE reached
 /// through verbs) put() and wait() are put_ll and wait_ll.
+/// A block's wait() hands the leader's credit to the other threads through a shared-memory slot
+/// of its call site, not of the object, and each channel alternates its own two slots: a block
+/// that keeps two LlChannel<Block> syncs (__syncthreads) between a wait() of one and a wait() of
+/// the other, so that no thread can still be reading the slot the second one writes.
 template <class G = Thread>
 class LlChannel {
  public:
