@@ -22,6 +22,12 @@
 //               cudaMemcpyPeerAsync bandwidth
 // Latency columns are perftest's, half round trip for ping-pongs, in microseconds. Per-iteration
 // times come from clock64() calibrated against %globaltimer over the whole loop.
+// Placements (--placements N): a ping-pong row runs N times, its buffers and signal words moved
+// kPlaceStride bytes further into both ranks' areas each time, and reports the samples of all N
+// together, plus t_placed, the mean of the N placements' medians. Where a few words lie in the L2
+// moves a small round by up to ~0.1 us (the same code, one process: a thread's LL round at 8 B
+// 0.36 us at one placement, 0.47 at another; notes/rma.md), so one placement compares codes by
+// where their words fell; the mean over placements compares the codes.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -391,7 +397,15 @@ struct Options {
   std::size_t bw_max = std::size_t{1} << 30;
   std::string json;  ///< --json FILE: rows appended there too
   int sms[2] = {-1, -1};  ///< --sms A,B: the SMs of rank 0's and rank 1's ping-pong blocks
+  int placements = 1;     ///< --placements N: each ping-pong row at N placements of its words
 };
+
+/// Bytes between placements: 17 lines of 256 B, so that each placement's words fall on other
+/// L2 lines and another 4 KiB page. At most kMaxPlacements.
+constexpr std::size_t kPlaceStride = 17 * 256;
+constexpr int kMaxPlacements = 16;
+/// Signal words a row uses (the first 4 KiB of a placement's signal area).
+constexpr std::size_t kSigBytes = 4096;
 
 bool wants(const Options& o, const std::string& t) { return std::find(o.tests.begin(), o.tests.end(), t) != o.tests.end(); }
 
@@ -409,6 +423,7 @@ struct Pair {
   std::size_t area = 0;
   Transport t;
   int sms[2] = {-1, -1};              ///< --sms: each rank's SM (-1: not chosen)
+  std::size_t shift = 0;              ///< the current placement: bytes into buf and sig (b(), sg())
   int sm_count = 0;                   ///< SMs of GPU 0
   std::uint32_t* place_words[2]{};    ///< each rank's Place words (its heap)
 
@@ -435,7 +450,7 @@ struct Pair {
       GV_BENCH_CUDA(cudaSetDevice(w[r]->gpu()));
       buf[r] = static_cast<std::byte*>(w[r]->alloc(area_bytes));
       src[r] = static_cast<std::byte*>(w[r]->alloc(area_bytes));
-      sig[r] = static_cast<std::uint64_t*>(w[r]->alloc(4096));
+      sig[r] = static_cast<std::uint64_t*>(w[r]->alloc(kSigBytes + kPlaceStride * (kMaxPlacements - 1)));
       st[r] = static_cast<std::uint32_t*>(w[r]->alloc(64));
       place_words[r] = static_cast<std::uint32_t*>(w[r]->alloc(64));
       GV_BENCH_CUDA(cudaMemsetAsync(src[r], 0x5a, area_bytes, s[r]));
@@ -454,22 +469,27 @@ struct Pair {
     (void)cudaFreeHost(sink);
   }
   const Endpoint& ep(int r) const { return w[r]->endpoint(); }
+  /// Rank r's buffer area and signal words at the current placement (`shift` bytes in).
+  std::byte* b(int r) const { return buf[r] + shift; }
+  std::uint64_t* sg(int r) const { return sig[r] + shift / sizeof(std::uint64_t); }
   /// Ping-pong kernels: rank r's placement, and their grid (one block, or two an SM to place one).
   Place place(int r) const { return Place{sms[r], place_words[r]}; }
   unsigned grid() const { return sms[0] < 0 ? 1u : 2u * static_cast<unsigned>(sm_count); }
   void on(int r) const { GV_BENCH_CUDA(cudaSetDevice(w[r]->gpu())); }
-  /// Zeroes the first `bytes` of both ranks' areas: an LL buffer there starts again at round 1.
+  /// Zeroes the first `bytes` of both ranks' areas at the current placement: an LL buffer there
+  /// starts again at round 1.
   void zero_areas(std::size_t bytes) {
+    if (shift + bytes > area) throw gv::Error("gv_rma: a placement past the buffer area (raise --bw-max)");
     for (int r = 0; r < 2; ++r) {
       on(r);
-      GV_BENCH_CUDA(cudaMemsetAsync(buf[r], 0, bytes, s[r]));
+      GV_BENCH_CUDA(cudaMemsetAsync(b(r), 0, bytes, s[r]));
       GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
     }
   }
   void reset() {
     for (int r = 0; r < 2; ++r) {
       on(r);
-      GV_BENCH_CUDA(cudaMemsetAsync(sig[r], 0, 4096, s[r]));
+      GV_BENCH_CUDA(cudaMemsetAsync(sg(r), 0, kSigBytes, s[r]));
       GV_BENCH_CUDA(cudaMemsetAsync(st[r], 0, 64, s[r]));
       GV_BENCH_CUDA(cudaMemsetAsync(place_words[r], 0, 64, s[r]));
       GV_BENCH_CUDA(cudaStreamSynchronize(s[r]));
@@ -513,16 +533,54 @@ struct Pair {
 std::string g_device;
 gv::bench::JsonLog g_log;
 
+/// One latency row. `medians`: with more than one, the row ran at that many placements (`us`
+/// holds all their samples, `iters` each); the JSON row adds placements, t_placed (their mean)
+/// and t_placed_lo / t_placed_hi, and a line after the text row says the same.
 void emit_latency(const std::string& test, const char* scope, const char* transport, std::size_t bytes,
-                  int iters, const std::vector<double>& us) {
+                  int iters, const std::vector<double>& us, const std::vector<double>& medians = {}) {
   const auto s = gv::bench::summarize(us);
   char lead[64];
   std::snprintf(lead, sizeof(lead), "%-12s %-6s %-4s", test.c_str(), scope, transport);
-  g_log.row(gv::bench::latency_json("gv_rma", "\"test\":\"" + test + "\",\"scope\":\"" + scope +
-                                                  "\",\"transport\":\"" + transport + "\",",
-                                    bytes, static_cast<std::uint64_t>(iters), s));
+  std::string extra = "\"test\":\"" + test + "\",\"scope\":\"" + scope + "\",\"transport\":\"" + transport + "\",";
+  double placed = 0, lo = 0, hi = 0;
+  if (medians.size() > 1) {
+    for (double m : medians) placed += m;
+    placed /= static_cast<double>(medians.size());
+    lo = *std::min_element(medians.begin(), medians.end());
+    hi = *std::max_element(medians.begin(), medians.end());
+    char b[160];
+    std::snprintf(b, sizeof(b), "\"placements\":%zu,\"t_placed\":%.3f,\"t_placed_lo\":%.3f,\"t_placed_hi\":%.3f,",
+                  medians.size(), placed, lo, hi);
+    extra += b;
+  }
+  g_log.row(gv::bench::latency_json("gv_rma", extra, bytes, static_cast<std::uint64_t>(iters), s));
   gv::bench::print_latency_row(stdout, bytes, static_cast<std::uint64_t>(iters), s, lead);
+  if (medians.size() > 1)
+    std::printf("#   %s %s %zu B: t_placed %.2f (mean of %zu placements' medians, %.2f-%.2f)\n", test.c_str(), scope,
+                bytes, placed, medians.size(), lo, hi);
   std::fflush(stdout);
+}
+
+/// A ping-pong row at every placement (Options::placements): `launch` starts both ranks'
+/// kernels at p's current placement (after p.reset()); the row is emitted once, from all of them.
+/// A placement whose kernels report a status ends the row without one.
+template <class Launch>
+void placed_row(const Options& o, Pair& p, const char* test, const char* scope, const char* transport,
+                std::size_t bytes, int iters, Launch&& launch) {
+  std::vector<double> all, medians;
+  bool ok = true;
+  for (int k = 0; k < o.placements; ++k) {
+    p.shift = static_cast<std::size_t>(k) * kPlaceStride;
+    p.reset();
+    launch();
+    ok = p.finish(test);
+    if (!ok) break;
+    const std::vector<double> us = p.samples(iters, true);
+    medians.push_back(gv::bench::summarize(us).typical);
+    all.insert(all.end(), us.begin(), us.end());
+  }
+  p.shift = 0;
+  if (ok) emit_latency(test, scope, transport, bytes, iters, all, medians);
 }
 
 void emit_rate(const std::string& test, const std::string& variant, const char* transport,
@@ -553,16 +611,15 @@ void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t ma
   const std::size_t last = op == 0 ? 8 : max_bytes;
   for (std::size_t bytes = first; bytes <= last; bytes *= 2) {
     const int iters = iters_for(o, bytes), warmup = std::max(10, iters / 10);
-    p.reset();
-    for (int r : {1, 0}) {
-      p.on(r);
-      auto* k = op == 0 ? pingpong<G, 0> : pingpong<G, 1>;
-      k<<<p.grid(), threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], nullptr, bytes, p.sig[r], warmup, iters,
-                                                   p.cycles, p.timing, p.st[r], p.place(r));
-      GV_BENCH_CUDA(cudaGetLastError());
-    }
-    if (!p.finish(test)) continue;
-    emit_latency(test, scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
+    placed_row(o, p, test, scope, rma::to_string(p.t), bytes, iters, [&] {
+      for (int r : {1, 0}) {
+        p.on(r);
+        auto* k = op == 0 ? pingpong<G, 0> : pingpong<G, 1>;
+        k<<<p.grid(), threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.b(r), p.src[r], nullptr, bytes, p.sg(r), warmup, iters,
+                                                     p.cycles, p.timing, p.st[r], p.place(r));
+        GV_BENCH_CUDA(cudaGetLastError());
+      }
+    });
   }
 }
 
@@ -571,19 +628,18 @@ void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
   const char* test = kOp == 3 ? "ll_channel" : "ll";
   for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
     const int iters = iters_for(o, bytes), warmup = std::max(10, iters / 10);
-    p.reset();
-    // A fresh buffer for every row: its rounds start again at seq 1.
+    // A fresh buffer for every row and placement: its rounds start again at seq 1.
     const std::size_t box = (rma::ll_bytes(bytes) + 255) & ~std::size_t{255};
-    p.zero_areas(box);
-    for (int r : {1, 0}) {
-      p.on(r);
-      pingpong<G, kOp><<<p.grid(), threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.buf[r], p.src[r], p.buf[r] + box, bytes,
-                                                                 p.sig[r], warmup, iters, p.cycles, p.timing, p.st[r],
-                                                                 p.place(r));
-      GV_BENCH_CUDA(cudaGetLastError());
-    }
-    if (!p.finish(test)) continue;
-    emit_latency(test, scope, rma::to_string(p.t), bytes, iters, p.samples(iters, true));
+    placed_row(o, p, test, scope, rma::to_string(p.t), bytes, iters, [&] {
+      p.zero_areas(2 * box);
+      for (int r : {1, 0}) {
+        p.on(r);
+        pingpong<G, kOp><<<p.grid(), threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.b(r), p.src[r], p.b(r) + box, bytes,
+                                                                   p.sg(r), warmup, iters, p.cycles, p.timing, p.st[r],
+                                                                   p.place(r));
+        GV_BENCH_CUDA(cudaGetLastError());
+      }
+    });
   }
 }
 
@@ -686,75 +742,72 @@ void run_anchors(Options& o, Pair& p) {
   // Raw flag ping-pong through the peer's mapped memory.
   const int iters = o.iters, warmup = std::max(10, iters / 10);
   p.reset();
-  std::uint64_t* theirs[2] = {static_cast<std::uint64_t*>(p.w[0]->ptr(p.sig[0] + 16, 1)),
-                              static_cast<std::uint64_t*>(p.w[1]->ptr(p.sig[1] + 16, 0))};
-  if (theirs[0] != nullptr && theirs[1] != nullptr) {
+  // The peer's copy of symmetric `x` of rank r (in r's address space).
+  auto peer_of = [&](int r, void* x) { return p.w[r]->ptr(x, 1 - r); };
+  if (peer_of(0, p.sig[0]) != nullptr && peer_of(1, p.sig[1]) != nullptr) {
     // 0: flag in every word (no fence); 1, 2: data word, a release fence at gpu / system scope,
     // then the flag word: the floor of a fenced put_signal at each scope (gpu scope is not
     // enough for a peer on another GPU; it is measured to show what the system scope costs).
     static const char* names[] = {"raw_flag", "raw_fence_gpu", "raw_fence_sys"};
     for (int variant = 0; variant < 3; ++variant) {
-      p.reset();
-      for (int r : {1, 0}) {
-        p.on(r);
-        raw_flag_pingpong<<<p.grid(), 1, 0, p.s[r]>>>(r, variant, p.sig[r] + 16, theirs[r], warmup, iters, p.cycles,
-                                                      p.timing, p.ep(r).budget, p.st[r], p.place(r));
-        GV_BENCH_CUDA(cudaGetLastError());
-      }
-      if (p.finish(names[variant])) emit_latency(names[variant], "thread", "peer", 8, iters, p.samples(iters, true));
-    }
-    // put_signal's floor with its data in memory: thread and block scope, 8 B..4 KiB.
-    std::uint64_t* their_flag[2] = {static_cast<std::uint64_t*>(p.w[0]->ptr(p.sig[0] + 32, 1)),
-                                    static_cast<std::uint64_t*>(p.w[1]->ptr(p.sig[1] + 32, 0))};
-    auto* their_buf0 = static_cast<uint4*>(p.w[0]->ptr(p.buf[0], 1));
-    auto* their_buf1 = static_cast<uint4*>(p.w[1]->ptr(p.buf[1], 0));
-    uint4* their_buf[2] = {their_buf0, their_buf1};
-    for (const bool block : {false, true}) {
-      for (std::size_t bytes = 8; bytes <= std::min<std::size_t>(4096, p.area); bytes *= 2) {
-        p.reset();
+      placed_row(o, p, names[variant], "thread", "peer", 8, iters, [&] {
         for (int r : {1, 0}) {
           p.on(r);
-          const auto* src = reinterpret_cast<const uint4*>(p.src[r]);
-          if (block)
-            raw_put_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32,
-                                                                        their_flag[r], warmup, iters, p.cycles, p.timing,
-                                                                        p.ep(r).budget, p.st[r], p.place(r));
-          else
-            raw_put_pingpong<rma::Thread><<<p.grid(), 1, 0, p.s[r]>>>(r, src, their_buf[r], bytes, p.sig[r] + 32,
-                                                                       their_flag[r], warmup, iters, p.cycles, p.timing,
-                                                                       p.ep(r).budget, p.st[r], p.place(r));
+          auto* theirs = static_cast<std::uint64_t*>(peer_of(r, p.sg(r) + 16));
+          raw_flag_pingpong<<<p.grid(), 1, 0, p.s[r]>>>(r, variant, p.sg(r) + 16, theirs, warmup, iters, p.cycles,
+                                                        p.timing, p.ep(r).budget, p.st[r], p.place(r));
           GV_BENCH_CUDA(cudaGetLastError());
         }
-        if (p.finish("raw_put_sys")) emit_latency("raw_put_sys", block ? "block" : "thread", "peer", bytes, iters, p.samples(iters, true));
+      });
+    }
+    // put_signal's floor with its data in memory: thread and block scope, 8 B..4 KiB.
+    for (const bool block : {false, true}) {
+      for (std::size_t bytes = 8; bytes <= std::min<std::size_t>(4096, p.area); bytes *= 2) {
+        placed_row(o, p, "raw_put_sys", block ? "block" : "thread", "peer", bytes, iters, [&] {
+          for (int r : {1, 0}) {
+            p.on(r);
+            const auto* src = reinterpret_cast<const uint4*>(p.src[r]);
+            auto* their_buf = static_cast<uint4*>(peer_of(r, p.b(r)));
+            auto* their_flag = static_cast<std::uint64_t*>(peer_of(r, p.sg(r) + 32));
+            if (block)
+              raw_put_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, their_buf, bytes, p.sg(r) + 32, their_flag,
+                                                                          warmup, iters, p.cycles, p.timing,
+                                                                          p.ep(r).budget, p.st[r], p.place(r));
+            else
+              raw_put_pingpong<rma::Thread><<<p.grid(), 1, 0, p.s[r]>>>(r, src, their_buf, bytes, p.sg(r) + 32, their_flag,
+                                                                         warmup, iters, p.cycles, p.timing,
+                                                                         p.ep(r).budget, p.st[r], p.place(r));
+            GV_BENCH_CUDA(cudaGetLastError());
+          }
+        });
       }
     }
     // The LL protocol's floor (one line a member; the buffers zeroed, since rounds start at 1).
-    std::uint64_t* their_ll[2] = {static_cast<std::uint64_t*>(p.w[0]->ptr(p.buf[0], 1)),
-                                  static_cast<std::uint64_t*>(p.w[1]->ptr(p.buf[1], 0))};
     constexpr std::size_t kLlArea = 8192;  // 512 lines; `out` follows
     for (const char* scope : {"thread", "warp", "block"}) {
       const std::size_t top = scope[0] == 't' ? 8 : (scope[0] == 'w' ? 256 : 4096);
       for (std::size_t bytes = 8; bytes <= std::min(top, p.area / 4); bytes *= 2) {
-        p.reset();
-        p.zero_areas(kLlArea);
-        for (int r : {1, 0}) {
-          p.on(r);
-          const auto* src = reinterpret_cast<const std::uint64_t*>(p.src[r]);
-          auto* mine = reinterpret_cast<std::uint64_t*>(p.buf[r]);
-          auto* out = reinterpret_cast<std::uint64_t*>(p.buf[r] + kLlArea);
-          const gv::Budget budget = p.ep(r).budget;
-          if (scope[0] == 't')
-            raw_ll_pingpong<rma::Thread><<<p.grid(), 1, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
-                                                                      p.cycles, p.timing, budget, p.st[r], p.place(r));
-          else if (scope[0] == 'w')
-            raw_ll_pingpong<rma::Warp><<<p.grid(), 32, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
-                                                                     p.cycles, p.timing, budget, p.st[r], p.place(r));
-          else
-            raw_ll_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, mine, their_ll[r], out, bytes, warmup, iters,
+        placed_row(o, p, "raw_ll", scope, "peer", bytes, iters, [&] {
+          p.zero_areas(2 * kLlArea);
+          for (int r : {1, 0}) {
+            p.on(r);
+            const auto* src = reinterpret_cast<const std::uint64_t*>(p.src[r]);
+            auto* mine = reinterpret_cast<std::uint64_t*>(p.b(r));
+            auto* theirs = static_cast<std::uint64_t*>(peer_of(r, p.b(r)));
+            auto* out = reinterpret_cast<std::uint64_t*>(p.b(r) + kLlArea);
+            const gv::Budget budget = p.ep(r).budget;
+            if (scope[0] == 't')
+              raw_ll_pingpong<rma::Thread><<<p.grid(), 1, 0, p.s[r]>>>(r, src, mine, theirs, out, bytes, warmup, iters,
+                                                                        p.cycles, p.timing, budget, p.st[r], p.place(r));
+            else if (scope[0] == 'w')
+              raw_ll_pingpong<rma::Warp><<<p.grid(), 32, 0, p.s[r]>>>(r, src, mine, theirs, out, bytes, warmup, iters,
                                                                        p.cycles, p.timing, budget, p.st[r], p.place(r));
-          GV_BENCH_CUDA(cudaGetLastError());
-        }
-        if (p.finish("raw_ll")) emit_latency("raw_ll", scope, "peer", bytes, iters, p.samples(iters, true));
+            else
+              raw_ll_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, mine, theirs, out, bytes, warmup, iters,
+                                                                         p.cycles, p.timing, budget, p.st[r], p.place(r));
+            GV_BENCH_CUDA(cudaGetLastError());
+          }
+        });
       }
     }
     // The floor of rma::fetch_add over p2p: the same chain on raw atomics at each scope.
@@ -792,7 +845,7 @@ void run_anchors(Options& o, Pair& p) {
 
 void usage(std::FILE* f) {
   std::fprintf(f,
-               "usage: gv_rma [--transport p2p|ib|both] [--test LIST] [-n ITERS] [--max-bytes B] [--bw-max B] [--json FILE]\n"
+               "usage: gv_rma [--transport p2p|ib|both] [--test LIST] [-n ITERS] [--max-bytes B] [--bw-max B] [--json FILE] [--sms A,B] [--placements N]\n"
                "  --transport  which rma transports to measure (default both)\n"
                "  --test       comma-separated: p,put_signal,ll,put,get,atomics,bw,rate,anchors (default all)\n"
                "  -n           iterations per latency row (default 1000; fewer for large messages)\n"
@@ -801,6 +854,9 @@ void usage(std::FILE* f) {
                "  --json FILE  also append the rows to FILE as JSON, after a metadata object (commit, device, date, command)\n"
                "  --sms A,B    run rank 0's ping-pong blocks on SM A of its GPU and rank 1's on SM B (default: wherever\n"
                "               they land; on one GPU the pair moves a small round by up to 0.15 us)\n"
+               "  --placements N  run each ping-pong row (p, put_signal, ll, the raw anchors) with its buffers and\n"
+               "               signal words at N places (4352 B apart, N <= 16; default 1) and add t_placed, the mean\n"
+               "               of the N medians: where a few words lie in the L2 moves a small round by up to ~0.1 us\n"
                "Two ranks in this process: GPUs 0 and 1, or both on GPU 0 when there is one GPU.\n");
 }
 
@@ -854,9 +910,11 @@ int main(int argc, char** argv) try {
         std::fprintf(stderr, "gv_rma: %s\n", e.what());
         return 2;
       }
-    } else if (a == "-n" || a == "--max-bytes" || a == "--bw-max") {
+    } else if (a == "-n" || a == "--max-bytes" || a == "--bw-max" || a == "--placements") {
       try {
         if (a == "-n") o.iters = static_cast<int>(gv::bench::parse_uint(a, value("-n"), 1, 1'000'000));
+        else if (a == "--placements")
+          o.placements = static_cast<int>(gv::bench::parse_uint(a, value("--placements"), 1, kMaxPlacements));
         else if (a == "--max-bytes") o.max_bytes = gv::bench::parse_uint(a, value("--max-bytes"), 8, std::size_t{1} << 30);
         else o.bw_max = gv::bench::parse_uint(a, value("--bw-max"), 4096, std::size_t{4} << 30);
       } catch (const gv::bench::UsageError& e) {
@@ -891,7 +949,9 @@ int main(int argc, char** argv) try {
   for (const Transport t : o.transports) {
     try {
       const std::size_t area = t == Transport::kIb ? std::min<std::size_t>(o.bw_max, std::size_t{64} << 20) : std::max(o.bw_max, o.max_bytes);
-      Pair p(t, std::max({area, o.max_bytes, gv::bench::kChainBytes}), o.iters);
+      // Room for the last placement's rows (an LL box and its `out` of up to 2 * ll_bytes(4 KiB)).
+      const std::size_t placed = kPlaceStride * static_cast<std::size_t>(o.placements - 1) + (std::size_t{64} << 10);
+      Pair p(t, std::max({area, o.max_bytes, gv::bench::kChainBytes, placed}), o.iters);
       p.sms[0] = o.sms[0];
       p.sms[1] = o.sms[1];
       p.sm_count = prop.multiProcessorCount;
