@@ -16,7 +16,8 @@
 //   rate        8/64/512-byte puts to scattered destinations (distinct cache lines), Mmsg/s
 //   anchors     raw flag-in-every-8-bytes ping-pong; raw fenced ping-pongs (8 bytes from
 //               registers; and raw_put_sys: 8 B..4 KiB from memory at thread and block scope,
-//               put_signal's floor); raw_ll: flagged 16-byte lines by hand, one a member (an
+//               put_signal's floor across GPUs; raw_put_gpu, fenced at device scope, its floor
+//               where the ranks share a GPU); raw_ll: flagged 16-byte lines by hand, one a member (an
 //               LlChannel's floor: 8 B from a thread, to 256 B from a warp, to 4 KiB from a
 //               block); raw peer fetch-and-add chains at gpu and system scope;
 //               cudaMemcpyPeerAsync bandwidth
@@ -270,9 +271,10 @@ __global__ void raw_flag_pingpong(int rank, int variant, std::uint64_t* mine, st
 
 /// Anchor: put_signal's floor with the data in memory, as a put has it: the group copies `bytes`
 /// from `src` to the peer (16-byte words, all of a member's loads before its stores), syncs,
-/// and its leader fences at system scope and stores the round into the peer's flag; the waiting
-/// leader polls its flag with acquire loads (what consuming the data needs), then syncs.
-template <class G>
+/// and its leader fences at system scope (kSys) or device scope (a peer on this GPU: the scope
+/// put_signal releases at there) and stores the round into the peer's flag; the waiting leader
+/// polls its flag with acquire loads (what consuming the data needs), then syncs.
+template <class G, bool kSys>
 __global__ void raw_put_pingpong(int rank, const uint4* src, uint4* theirs, std::size_t bytes, std::uint64_t* mine_flag,
                                  std::uint64_t* their_flag, int warmup, int iters, std::uint64_t* cycles,
                                  Timing* timing, gv::Budget budget, std::uint32_t* st, Place place) {
@@ -294,7 +296,8 @@ __global__ void raw_put_pingpong(int rank, const uint4* src, uint4* theirs, std:
       reinterpret_cast<std::uint64_t*>(theirs)[words * 2] = reinterpret_cast<const std::uint64_t*>(src)[words * 2];
     G::sync();
     if (me == 0) {
-      asm volatile("fence.acq_rel.sys;" ::: "memory");
+      if constexpr (kSys) asm volatile("fence.acq_rel.sys;" ::: "memory");
+      else asm volatile("fence.acq_rel.gpu;" ::: "memory");
       asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(their_flag), "l"(std::uint64_t{i}) : "memory");
     }
   };
@@ -760,26 +763,29 @@ void run_anchors(Options& o, Pair& p) {
         }
       });
     }
-    // put_signal's floor with its data in memory: thread and block scope, 8 B..4 KiB.
-    for (const bool block : {false, true}) {
-      for (std::size_t bytes = 8; bytes <= std::min<std::size_t>(4096, p.area); bytes *= 2) {
-        placed_row(o, p, "raw_put_sys", block ? "block" : "thread", "peer", bytes, iters, [&] {
-          for (int r : {1, 0}) {
-            p.on(r);
-            const auto* src = reinterpret_cast<const uint4*>(p.src[r]);
-            auto* their_buf = static_cast<uint4*>(peer_of(r, p.b(r)));
-            auto* their_flag = static_cast<std::uint64_t*>(peer_of(r, p.sg(r) + 32));
-            if (block)
-              raw_put_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, their_buf, bytes, p.sg(r) + 32, their_flag,
-                                                                          warmup, iters, p.cycles, p.timing,
-                                                                          p.ep(r).budget, p.st[r], p.place(r));
-            else
-              raw_put_pingpong<rma::Thread><<<p.grid(), 1, 0, p.s[r]>>>(r, src, their_buf, bytes, p.sg(r) + 32, their_flag,
-                                                                         warmup, iters, p.cycles, p.timing,
-                                                                         p.ep(r).budget, p.st[r], p.place(r));
-            GV_BENCH_CUDA(cudaGetLastError());
-          }
-        });
+    // put_signal's floor with its data in memory: thread and block scope, 8 B..4 KiB, fenced at
+    // system scope, and at device scope where the ranks share a GPU (the scope put_signal takes
+    // there: Endpoint::direct_same_gpu).
+    const bool same_gpu = p.ep(0).direct_same_gpu != 0;
+    for (const bool sys : {true, false}) {
+      if (!sys && !same_gpu) continue;
+      for (const bool block : {false, true}) {
+        for (std::size_t bytes = 8; bytes <= std::min<std::size_t>(4096, p.area); bytes *= 2) {
+          placed_row(o, p, sys ? "raw_put_sys" : "raw_put_gpu", block ? "block" : "thread", "peer", bytes, iters, [&] {
+            for (int r : {1, 0}) {
+              p.on(r);
+              const auto* src = reinterpret_cast<const uint4*>(p.src[r]);
+              auto* their_buf = static_cast<uint4*>(peer_of(r, p.b(r)));
+              auto* their_flag = static_cast<std::uint64_t*>(peer_of(r, p.sg(r) + 32));
+              const auto kernel = block ? (sys ? raw_put_pingpong<rma::Block, true> : raw_put_pingpong<rma::Block, false>)
+                                        : (sys ? raw_put_pingpong<rma::Thread, true> : raw_put_pingpong<rma::Thread, false>);
+              kernel<<<p.grid(), block ? 512 : 1, 0, p.s[r]>>>(r, src, their_buf, bytes, p.sg(r) + 32, their_flag, warmup,
+                                                              iters, p.cycles, p.timing, p.ep(r).budget, p.st[r],
+                                                              p.place(r));
+              GV_BENCH_CUDA(cudaGetLastError());
+            }
+          });
+        }
       }
     }
     // The LL protocol's floor (one line a member; the buffers zeroed, since rounds start at 1).

@@ -500,6 +500,20 @@ void wait_word_outcomes(RmaGpu& t, unsigned threads) {
 }
 }  // namespace
 
+// The endpoint says whether every direct peer's heap is in this rank's GPU memory (signals to
+// them are then released at device scope): this rank, and p2p ranks on the same GPU; a rank
+// reached over ib is not a direct peer, a p2p rank on another GPU clears it.
+TEST_P(RmaGpu, EndpointSaysWhetherItsDirectPeersShareItsGpu) {
+  for (int r = 0; r < n(); ++r) {
+    bool want = true;
+    for (int q = 0; q < n(); ++q) {
+      const bool direct = q == r || GetParam().transport == Transport::kP2p;
+      if (direct && world(q).gpu() != world(r).gpu()) want = false;
+    }
+    EXPECT_EQ(ep(r).direct_same_gpu, want ? 1u : 0u) << "rank " << r;
+  }
+}
+
 // wait_until at every scope hands every member the leader's outcome: kOk when the word holds,
 // kTimeout once the budget is spent when it never does, with and without `seen` (a block shares
 // its status through a different path without it), and `seen` the value the poll last read.

@@ -79,6 +79,12 @@ TEST_P(RmaHost, GetAndNbiFormsMoveTheSameBytes) {
   }
 }
 
+// Host ranks' heaps are host memory: no endpoint says its direct peers share its GPU (whose
+// signals would be released at device scope only).
+TEST_P(RmaHost, EndpointSaysNoPeerSharesAGpu) {
+  for (int r = 0; r < n(); ++r) EXPECT_EQ(ep(r).direct_same_gpu, 0u) << "rank " << r;
+}
+
 TEST_P(RmaHost, PAndGMoveOneValueOfEverySize) {
   auto b8 = alloc<std::uint8_t>(64);
   auto b16 = alloc<std::int16_t>(64);

@@ -21,6 +21,9 @@
 //   quiet()                            every put, signal and atomic this thread issued is complete
 //                                      and visible everywhere
 //   barrier()                          quiet, then wait until every rank reached the barrier
+// A signal (put_signal, signal) over p2p is released at device scope where every direct peer's
+// heap is in this GPU's memory (ranks sharing one GPU: Endpoint::direct_same_gpu), at system
+// scope otherwise (a peer GPU, host memory).
 // Every wait is bounded by Endpoint::budget and ends early with kAborted when the World is
 // aborted (a rank died, World::abort()).
 //

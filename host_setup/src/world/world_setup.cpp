@@ -314,6 +314,15 @@ class Setup {
     ep.arrive_offset = sizeof(rma::Reserved);
     for (std::size_t q = 0; q < n() && q < rma::kNearPeers; ++q)
       if (m_.transports[q] != Transport::kIb) ep.near[q] = m_.peer_base[q];
+    // Whether every direct peer's heap is in this GPU's memory (this rank's, p2p ranks' on the
+    // same GPU): signals to them are then released at device scope (rma::put_signal, signal).
+    bool same_gpu = m_.gpu_mode();
+    for (std::size_t q = 0; q < n(); ++q) {
+      const Who& w = who_[q];
+      if (m_.transports[q] != Transport::kIb)
+        same_gpu = same_gpu && w.host == me_.host && std::memcmp(w.uuid, me_.uuid, sizeof(w.uuid)) == 0;
+    }
+    ep.direct_same_gpu = same_gpu ? 1u : 0u;
   }
 
   /// Every rank ready together; this World's engine runs from now on, and dead peers are watched.

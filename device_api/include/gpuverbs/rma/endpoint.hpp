@@ -7,7 +7,9 @@
 //          or shared memory for host ranks): stores, loads and atomics go straight there,
 //   kIb    through verbs queue pairs (device_api/ib) on any provider: puts are RDMA WRITEs,
 //          gets READs, atomics FETCH_ADD / CMP_SWP, quiet polls completions.
-// Lifetime: the World must outlive every kernel or thread using its endpoint.
+// Lifetime: the World must outlive every kernel or thread using its endpoint. A kernel that
+// uses an endpoint runs on its rank's GPU (the GPU whose heap it is, where the peers' heaps are
+// mapped).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +19,7 @@
 
 namespace gv::rma {
 
-inline constexpr std::uint32_t kEndpointVersion = 2;
+inline constexpr std::uint32_t kEndpointVersion = 3;
 
 /// Peers below this rank number that are reached directly (kSelf, kP2p) also have their heap
 /// base in the endpoint itself (Endpoint::near): a kernel parameter, so the common path reads
@@ -127,7 +129,14 @@ struct Endpoint {
   /// near[q]: peer q's heap in this address space when q < kNearPeers is reached directly
   /// (kSelf, kP2p); null otherwise (then Peer q says how).
   std::byte* near[kNearPeers] = {};
+  /// 1 when every direct peer (kSelf, kP2p) has its heap in this rank's GPU memory (ranks that
+  /// share one GPU): a release that orders stores before a signal there needs device scope, not
+  /// system scope (that GPU's memory-side L2 orders them for every reader of its memory). One
+  /// flag, not a bit a peer: a scope chosen per PE took the face's block ping-pong kernel from
+  /// 124 registers to 131, past the 128 a block of 512 threads may have.
+  std::uint32_t direct_same_gpu = 0;
+  std::uint32_t pad = 0;
 };
-static_assert(sizeof(Endpoint) == 136);
+static_assert(sizeof(Endpoint) == 144);
 
 }  // namespace gv::rma

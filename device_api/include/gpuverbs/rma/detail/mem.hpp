@@ -161,17 +161,25 @@ GV_HD GV_INLINE void puts_complete() {
 #endif
 }
 
-/// Signal words: set or add, released so the data stored before them is seen first.
-GV_HD GV_INLINE void signal_set_release(std::uint64_t* p, std::uint64_t v) {
-  sys_ref<std::uint64_t>(*p).store(v, sync::mo::memory_order_release);
-}
-GV_HD GV_INLINE void signal_add_release(std::uint64_t* p, std::uint64_t v) {
-  sys_ref<std::uint64_t>(*p).fetch_add(v, sync::mo::memory_order_release);
-}
-/// The signal update `op` names (set or add), released.
-GV_HD GV_INLINE void signal_release(std::uint64_t* p, SignalOp op, std::uint64_t v) {
-  if (op == SignalOp::kSet) signal_set_release(p, v);
-  else signal_add_release(p, v);
+/// The signal update `op` names (set or add) on a word of a peer's heap, released so that the
+/// data stored before it is seen first. same_gpu (the word is in this GPU's memory, as every
+/// direct peer's heap is: Endpoint::direct_same_gpu): device scope, whose fence waits for the
+/// stores to reach this GPU's L2, where every reader of its memory reads them; otherwise system
+/// scope, whose fence waits for them to reach a peer GPU's memory or host memory too (on one
+/// H200, a put_signal's half round trip 1.10 -> 0.89 us at 8 B and 1.25-1.31 -> 1.01-1.10 at
+/// 16-128 B from a thread with device scope; bench/results/archive/2026-11-27-h200-rma-ab-signal-scope.txt).
+GV_HD GV_INLINE void signal_release(std::uint64_t* p, SignalOp op, std::uint64_t v, bool same_gpu) {
+#if GV_DEVICE_PASS
+  if (same_gpu) {
+    if (op == SignalOp::kSet) sync::aref<std::uint64_t>(*p).store(v, sync::mo::memory_order_release);
+    else sync::aref<std::uint64_t>(*p).fetch_add(v, sync::mo::memory_order_release);
+    return;
+  }
+#else
+  (void)same_gpu;
+#endif
+  if (op == SignalOp::kSet) sys_ref<std::uint64_t>(*p).store(v, sync::mo::memory_order_release);
+  else sys_ref<std::uint64_t>(*p).fetch_add(v, sync::mo::memory_order_release);
 }
 
 /// Remote atomics on 4- and 8-byte integers, relaxed (NVSHMEM's atomics order nothing else).

@@ -404,7 +404,7 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
   }
   group_copy<G, true>(at, src, bytes);
   G::sync();  // every member's stores are behind the leader's release
-  if (G::index() == 0) signal_release(reinterpret_cast<std::uint64_t*>(sig_at), op, value);
+  if (G::index() == 0) signal_release(reinterpret_cast<std::uint64_t*>(sig_at), op, value, ep.direct_same_gpu != 0);
   return abort_after(ep, wait);
 }
 }  // namespace detail
@@ -544,7 +544,7 @@ GV_HD Status signal(const Endpoint& ep, std::uint64_t* sig, std::uint64_t value,
   G::sync();
   return detail::on_leader<G>([&] {
     if (at != nullptr) {
-      detail::signal_release(at, op, value);
+      detail::signal_release(at, op, value, ep.direct_same_gpu != 0);
       return detail::abort_after(ep);
     }
     detail::Posted posted;
