@@ -141,8 +141,8 @@ GV_HD GV_INLINE T signal_seen_before_data(const T* p) {
 }
 
 /// Order every store this thread made (and, through a group sync before it, its group's)
-/// before the stores that follow, for every observer in the system: puts before their signal
-/// (put_signal), puts before later puts to the same peer (fence).
+/// before the stores that follow, for every observer in the system: puts before later puts to
+/// the same peer (fence). put_signal and signal release through signal_release instead.
 GV_HD GV_INLINE void data_before_signal() {
 #if GV_DEVICE_PASS
   cuda::atomic_thread_fence(sync::mo::memory_order_release, cuda::thread_scope_system);
