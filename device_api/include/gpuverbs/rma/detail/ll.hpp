@@ -114,15 +114,16 @@ GV_HD GV_INLINE void ll_store_line_if(bool mine, std::uint64_t* words, std::uint
 }
 
 /// Whether a batch's slots for lines that do not exist are predicated off rather than branched
-/// around: a block's line and a warp's batch of four, in the common case (ll_send_batch, and
-/// ll_receive_batch with kWhole). gv_rma on one H200, ranks on SMs 0 and 1, 8 processes of each
-/// binary: a block's round 0.63 -> 0.52 us at 8-128 B in processes of the faster mode (0.61 in the
-/// slower), a warp's 512 B 0.64 -> 0.54 (archive/2026-11-27-h200-rma-ab-ll-predicated-slots.txt).
-/// Predicated, a thread's batches of eight (32 B-4 KiB +7-86 %), a warp's line a lane (8-128 B: no
-/// faster mode, 0.55) and the general path's batches (a warp's 2-4 KiB +17-20 %) were slower: they
-/// keep their branches.
+/// around: a block's and a warp's, in the common case (ll_send_batch, and ll_receive_batch with
+/// kWhole). gv_rma on one H200, ranks on SMs 0 and 1, 8 processes of each binary: a block's round
+/// 0.63 -> 0.52 us at 8-128 B in processes of the faster mode (0.61 in the slower), a warp's 512 B
+/// 0.64 -> 0.54 (archive/2026-11-27-h200-rma-ab-ll-predicated-slots.txt). A warp's line a lane
+/// joined them with LlChannel::put's early source load (a warp's 8-32 B -0.01 us over placements,
+/// archive/2026-11-27-h200-rma-ab-ll-processing.txt). Predicated, a thread's batches of eight
+/// (32 B-4 KiB +7-86 %) and the general path's batches (a warp's 2-4 KiB +17-20 %) were slower:
+/// they keep their branches.
 template <class G, unsigned kBatch>
-inline constexpr bool kLlPredicated = std::is_same_v<G, Block> || (std::is_same_v<G, Warp> && kBatch > 1);
+inline constexpr bool kLlPredicated = std::is_same_v<G, Block> || std::is_same_v<G, Warp>;
 
 /// The common case of ll_send_lines: lines me + j * cnt, j < kBatch, that exist.
 template <class G, unsigned kBatch>
@@ -340,7 +341,12 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
       }
     }
     k0 += kBatch * cnt;
-  } while (k0 - me < count);  // as many polls for every member: a warp's agree needs every lane
+    // As many polls for every member (a warp's agree needs every lane). kWhole's message is one
+    // batch a member, so a thread's or a warp's ends here without the loop's test. A block keeps
+    // it, and wait()'s branch on the status: without both its 8-64 B round read 0.61-0.63 us
+    // against 0.59-0.61 with them (gv_rma on one H200 over placements,
+    // archive/2026-11-27-h200-rma-ab-ll-processing.txt).
+  } while (!(kWhole && !std::is_same_v<G, Block>) && k0 - me < count);
   if (ll_packed(h)) {
     // Over ib the header is a signal after the data: acquire it as wait_until does, then copy.
     (void)signal_seen_before_data(hdr);
@@ -527,11 +533,29 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
   // The message's size is tested against the bound open() computed (fast_): one compare where
   // ll_whole_batch's and max_'s took several (gv_rma on one H200, alternating binaries: a warp's
   // round of 8-64 B 0.66 -> 0.61 us with this and wait()'s test alike).
-  const bool common = GV_DEVICE_PASS & (src != nullptr) & (seq != 0) & (seq != sent_) & (credit_ == sent_) &
-                      (theirs_ != nullptr) & (n - 1 < std::size_t{fast_}) &
+  //
+  // A thread's or a warp's message of at most a line a member (8 B, 256 B) loads its source word
+  // before that test is decided, predicated on what src and n alone say, and stores its line
+  // predicated too: the test's compares run while the load is in flight, and no branch stands
+  // between the load and the store. Between a wait()'s poll and this line's store a warp's round
+  // spent 215 ns where gv_rma's raw_ll spends 58, and that difference was the whole of the gap
+  // between them (a timeline probe on one H200); this took its put part 114 -> 72 ns. A block
+  // keeps its batch path (its kernel would need more registers than 512 threads may have).
+  const auto* s64 = static_cast<const std::uint64_t*>(src);
+  const std::uint32_t me = G::index();
+  const bool src_ok = (src != nullptr) & (n - 1 < std::size_t{fast_}) &
                       (((reinterpret_cast<std::uintptr_t>(src) | n) & 7u) == 0);
+  bool one = false, mine = false;
+  std::uint64_t v = 0;
+  if constexpr (!std::is_same_v<G, Block>) {
+    one = n <= 8 * std::size_t{G::count()};
+    mine = me < static_cast<std::uint32_t>(n / 8);
+    if (GV_DEVICE_PASS) v = detail::load_data_if(src_ok & one & mine, s64 + me, v);
+  }
+  const bool common = GV_DEVICE_PASS & src_ok & (seq != 0) & (seq != sent_) & (credit_ == sent_) & (theirs_ != nullptr);
   if (common) {
-    detail::ll_send_whole<G>(theirs_ + detail::kLlFirstWord, static_cast<const std::uint64_t*>(src), n, seq);
+    if (one) detail::ll_store_line_if(mine, theirs_ + detail::kLlFirstWord, me, v, seq);
+    else detail::ll_send_whole<G>(theirs_ + detail::kLlFirstWord, s64, n, seq);
     detail::ll_mark_sent<G>(theirs_, mine_, seq, rank_);
   } else {
     if (ep_ == nullptr || seq == 0 || n > max_ || (n != 0 && src == nullptr)) return Status::kInvalidArgument;
@@ -612,10 +636,19 @@ GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
     s = detail::ll_received<G, 1>(got, header, -1, &credit32, turns_ >> 1);
   }
   turns_ ^= 2u;
-  if (s != Status::kOk) return s;
-  detail::store_word_if(G::index() == 0, back_, std::uint64_t{seq});
-  credit_ = credit32;
-  return Status::kOk;
+  if constexpr (std::is_same_v<G, Block>) {
+    if (s != Status::kOk) return s;
+    detail::store_word_if(G::index() == 0, back_, std::uint64_t{seq});
+    credit_ = credit32;
+    return Status::kOk;
+  } else {
+    // No branch on the status between the poll and the caller's next put: the credit's store and
+    // the channel's copy of it follow the status, predicated.
+    const bool ok = s == Status::kOk;
+    detail::store_word_if((G::index() == 0) & ok, back_, std::uint64_t{seq});
+    credit_ = ok ? credit32 : credit_;
+    return s;
+  }
 }
 
 }  // namespace gv::rma

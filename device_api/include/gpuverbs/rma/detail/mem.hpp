@@ -99,6 +99,20 @@ GV_HD GV_INLINE std::uint32_t load_word_if(bool mine, const std::uint32_t* p, st
 #endif
 }
 
+/// A weak 8-byte load of data (a caller's source) by the members for which `mine` holds,
+/// predicated; the others keep `v`. As an asm statement it stays where it is written, before the
+/// branch that uses it: LlChannel::put issues it while its common test is still being decided.
+GV_HD GV_INLINE std::uint64_t load_data_if(bool mine, const std::uint64_t* p, std::uint64_t v) {
+#if GV_DEVICE_PASS
+  asm volatile("{ .reg .pred q; setp.ne.u32 q, %2, 0; @q ld.u64 %0, [%1]; }" : "+l"(v) : "l"(p),
+               "r"(static_cast<unsigned>(mine))
+               : "memory");
+  return v;
+#else
+  return mine ? *p : v;
+#endif
+}
+
 /// The loads that poll store_pair's words: one 16-byte load on the GPU, two load_word on the host.
 GV_HD GV_INLINE void load_pair(const std::uint64_t* p, std::uint64_t& a, std::uint64_t& b) {
 #if GV_DEVICE_PASS
