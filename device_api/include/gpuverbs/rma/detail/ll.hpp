@@ -550,7 +550,7 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
   if constexpr (!std::is_same_v<G, Block>) {
     one = n <= 8 * std::size_t{G::count()};
     mine = me < static_cast<std::uint32_t>(n / 8);
-    if (GV_DEVICE_PASS) v = detail::load_data_if(src_ok & one & mine, s64 + me, v);
+    if (GV_DEVICE_PASS) v = detail::load_if<false>(src_ok & one & mine, s64 + me, v);
   }
   const bool common = GV_DEVICE_PASS & src_ok & (seq != 0) & (seq != sent_) & (credit_ == sent_) & (theirs_ != nullptr);
   if (common) {
@@ -581,7 +581,7 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
   }
   std::uint32_t raised = 0;
   // After the stores, as abort_after.
-  if (GV_DEVICE_PASS) raised = detail::load_word_if(G::index() == 0, aborted_, raised);
+  if (GV_DEVICE_PASS) raised = detail::load_if<true>(G::index() == 0, aborted_, raised);
   // One group-wide sync: every member has read its part of src, and every member has the
   // leader's abort word (a sync and then from_leader would be three barriers in a block).
   raised = detail::sync_share<G, 1>(raised, turns_);

@@ -87,29 +87,27 @@ GV_HD GV_INLINE void store_word_if(bool mine, std::uint64_t* p, std::uint64_t v)
   if (mine) store_word(p, v);
 #endif
 }
-/// load_word by the members for which `mine` holds, predicated as store_word_if; the others get `v`.
-GV_HD GV_INLINE std::uint32_t load_word_if(bool mine, const std::uint32_t* p, std::uint32_t v) {
+/// A load by the members for which `mine` holds, predicated as store_word_if (no branch for the
+/// group to converge after); the others keep `v`. kStrong: a 4-byte flag another agent writes (the
+/// abort word), loaded as load_word does; otherwise an 8-byte data word (a caller's source), a weak
+/// load. As an asm statement it stays where it is written, before any branch that uses it:
+/// LlChannel::put issues its source word while its common test is still being decided.
+template <bool kStrong, class T>
+GV_HD GV_INLINE T load_if(bool mine, const T* p, T v) {
+  static_assert(kStrong ? std::is_same_v<T, std::uint32_t> : std::is_same_v<T, std::uint64_t>,
+                "a strong 4-byte flag or a weak 8-byte data word: the two loads rma makes this way");
 #if GV_DEVICE_PASS
-  asm volatile("{ .reg .pred q; setp.ne.u32 q, %2, 0; @q ld.volatile.u32 %0, [%1]; }" : "+r"(v) : "l"(p),
-               "r"(static_cast<unsigned>(mine))
-               : "memory");
+  const auto m = static_cast<unsigned>(mine);
+  if constexpr (kStrong)
+    asm volatile("{ .reg .pred q; setp.ne.u32 q, %2, 0; @q ld.volatile.u32 %0, [%1]; }" : "+r"(v) : "l"(p), "r"(m)
+                 : "memory");
+  else
+    asm volatile("{ .reg .pred q; setp.ne.u32 q, %2, 0; @q ld.u64 %0, [%1]; }" : "+l"(v) : "l"(p), "r"(m) : "memory");
   return v;
 #else
-  return mine ? load_word(p) : v;
-#endif
-}
-
-/// A weak 8-byte load of data (a caller's source) by the members for which `mine` holds,
-/// predicated; the others keep `v`. As an asm statement it stays where it is written, before the
-/// branch that uses it: LlChannel::put issues it while its common test is still being decided.
-GV_HD GV_INLINE std::uint64_t load_data_if(bool mine, const std::uint64_t* p, std::uint64_t v) {
-#if GV_DEVICE_PASS
-  asm volatile("{ .reg .pred q; setp.ne.u32 q, %2, 0; @q ld.u64 %0, [%1]; }" : "+l"(v) : "l"(p),
-               "r"(static_cast<unsigned>(mine))
-               : "memory");
-  return v;
-#else
-  return mine ? *p : v;
+  if (!mine) return v;
+  if constexpr (kStrong) return load_word(p);
+  else return *p;
 #endif
 }
 
