@@ -636,19 +636,16 @@ GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
     s = detail::ll_received<G, 1>(got, header, -1, &credit32, turns_ >> 1);
   }
   turns_ ^= 2u;
+  // A thread or a warp has no branch on the status between the poll and the caller's next put:
+  // the credit's store and the channel's copy of it follow the status, predicated. A block
+  // returns at a failure first (see ll_receive_batch's loop test).
+  const bool ok = s == Status::kOk;
   if constexpr (std::is_same_v<G, Block>) {
-    if (s != Status::kOk) return s;
-    detail::store_word_if(G::index() == 0, back_, std::uint64_t{seq});
-    credit_ = credit32;
-    return Status::kOk;
-  } else {
-    // No branch on the status between the poll and the caller's next put: the credit's store and
-    // the channel's copy of it follow the status, predicated.
-    const bool ok = s == Status::kOk;
-    detail::store_word_if((G::index() == 0) & ok, back_, std::uint64_t{seq});
-    credit_ = ok ? credit32 : credit_;
-    return s;
+    if (!ok) return s;
   }
+  detail::store_word_if((G::index() == 0) & ok, back_, std::uint64_t{seq});
+  credit_ = ok ? credit32 : credit_;
+  return s;
 }
 
 }  // namespace gv::rma
