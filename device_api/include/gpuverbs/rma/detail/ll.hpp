@@ -148,6 +148,11 @@ GV_HD GV_INLINE void ll_send_batch(std::uint64_t* words, const std::uint64_t* s6
   }
 }
 
+/// Source lines a member of LlChannel::put's common case loads before its test: a thread's one
+/// (a message of 8 B), a warp's whole batch (every line of its common case, 1 KiB), a block's none.
+template <class G>
+inline constexpr unsigned kLlEarly = std::is_same_v<G, Thread> ? 1 : (std::is_same_v<G, Warp> ? kLlBatch<G> : 0);
+
 /// The data bytes of a poll batch of lines for every member of the group: the most the common
 /// case below carries (LlChannel::open keeps it, bounded by its n).
 template <class G>
@@ -534,28 +539,53 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
   // ll_whole_batch's and max_'s took several (gv_rma on one H200, alternating binaries: a warp's
   // round of 8-64 B 0.66 -> 0.61 us with this and wait()'s test alike).
   //
-  // A thread's or a warp's message of at most a line a member (8 B, 256 B) loads its source word
-  // before that test is decided, predicated on what src and n alone say, and stores its line
-  // predicated too: the test's compares run while the load is in flight, and no branch stands
-  // between the load and the store. Between a wait()'s poll and this line's store a warp's round
-  // spent 215 ns where gv_rma's raw_ll spends 58, and that difference was the whole of the gap
-  // between them (a timeline probe on one H200); this took its put part 114 -> 72 ns. A block
-  // keeps its batch path (its kernel would need more registers than 512 threads may have).
+  // A thread's message of at most a line (8 B) and a warp's of at most a batch of lines a lane
+  // (1 KiB, the whole of its common case) load their source words before that test is decided,
+  // predicated on what src and n alone say, and store their lines predicated too: the test's
+  // compares run while the loads are in flight, and no branch stands between a load and its
+  // store. Between a wait()'s poll and this line's store a warp's round spent 215 ns where
+  // gv_rma's raw_ll spends 58, and that difference was the whole of the gap between them (a
+  // timeline probe on one H200); loading the word early took its put part 114 -> 72 ns. A warp
+  // stores its first line before the branch on the test, predicated on it, and the lines of a
+  // message longer than a line a lane after it (gv_rma on one H200 over placements, against
+  // the first line loaded early alone: a warp's 8-256 B round -0.01 to -0.03 us, 512 B 0.60-0.64
+  // -> 0.49-0.55, 1 KiB 0.60-0.62 -> 0.57-0.59; the later lines before the branch as well: 8-256 B
+  // +0.01-0.02; archive/2026-11-27-h200-rma-ab-ll-warp-early.txt). A thread stores after the
+  // branch: before it, its 32 B-1 KiB rounds were 0.03-0.05 us slower. A block keeps its batch
+  // path (its kernel would need more registers than 512 threads may have).
   const auto* s64 = static_cast<const std::uint64_t*>(src);
-  const std::uint32_t me = G::index();
+  auto* words = theirs_ + detail::kLlFirstWord;
+  const std::uint32_t me = G::index(), cnt = G::count(), lines = static_cast<std::uint32_t>(n / 8);
   const bool src_ok = (src != nullptr) & (n - 1 < std::size_t{fast_}) &
                       (((reinterpret_cast<std::uintptr_t>(src) | n) & 7u) == 0);
-  bool one = false, mine = false;
-  std::uint64_t v = 0;
-  if constexpr (!std::is_same_v<G, Block>) {
-    one = n <= 8 * std::size_t{G::count()};
-    mine = me < static_cast<std::uint32_t>(n / 8);
-    if (GV_DEVICE_PASS) v = detail::load_if<false>(src_ok & one & mine, s64 + me, v);
+  const bool one = n <= 8 * std::size_t{cnt};
+  constexpr unsigned kEarly = detail::kLlEarly<G>;
+  std::uint64_t v[kEarly > 0 ? kEarly : 1] = {};
+  if constexpr (GV_DEVICE_PASS && kEarly > 0) {
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+    for (unsigned j = 0; j < kEarly; ++j)
+      v[j] = detail::load_if<false>(src_ok & (one | (kEarly > 1)) & (me + j * cnt < lines), s64 + me + j * cnt, v[j]);
   }
   const bool common = GV_DEVICE_PASS & src_ok & (seq != 0) & (seq != sent_) & (credit_ == sent_) & (theirs_ != nullptr);
+  if constexpr (std::is_same_v<G, Warp>) {
+    if (GV_DEVICE_PASS) detail::ll_store_line_if(common & (me < lines), words, me, v[0], seq);
+  }
   if (common) {
-    if (one) detail::ll_store_line_if(mine, theirs_ + detail::kLlFirstWord, me, v, seq);
-    else detail::ll_send_whole<G>(theirs_ + detail::kLlFirstWord, s64, n, seq);
+    if constexpr (std::is_same_v<G, Warp>) {
+      if (!one) {
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+        for (unsigned j = 1; j < kEarly; ++j) detail::ll_store_line_if(me + j * cnt < lines, words, me + j * cnt, v[j], seq);
+      }
+    } else if constexpr (std::is_same_v<G, Thread>) {
+      if (one) detail::ll_store_line_if(me < lines, words, me, v[0], seq);
+      else detail::ll_send_whole<G>(words, s64, n, seq);
+    } else {
+      detail::ll_send_whole<G>(words, s64, n, seq);
+    }
     detail::ll_mark_sent<G>(theirs_, mine_, seq, rank_);
   } else {
     if (ep_ == nullptr || seq == 0 || n > max_ || (n != 0 && src == nullptr)) return Status::kInvalidArgument;
