@@ -434,7 +434,7 @@ GV_HD Status put_ll(const Endpoint& ep, void* dst, const void* src, std::size_t 
     G::sync();  // every member has read its part of src
     return Status::kOk;
   }
-  st = detail::put_signal_impl<G>(ep, static_cast<std::byte*>(dst) + kLlHeaderBytes, src, n, mine + 2,
+  st = detail::put_signal_impl<G, false>(ep, static_cast<std::byte*>(dst) + kLlHeaderBytes, src, n, mine + 2,
                                   detail::ll_word(from | detail::kLlPacked, seq), SignalOp::kSet, pe, true);
   if (st == Status::kOk && G::index() == 0) detail::store_word(mine + 1, std::uint64_t{seq});
   return st;

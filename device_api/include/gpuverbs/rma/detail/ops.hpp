@@ -375,9 +375,69 @@ GV_HD inline Status transfer_impl(const Endpoint& ep, void* dst, const void* src
   return abort_after(ep, wait);
 }
 
+/// put_signal's common case on the GPU: whole 8-byte words, at most kW a member (word me + j *
+/// count), to a near direct peer. Every member loads its words before the checks are decided, so
+/// the checks' compares run while the loads are in flight; the stores follow the one test. Returns
+/// false, having stored nothing, when the checks fail (the caller's general path then names the
+/// failure or takes the route the peer needs).
+template <class G, unsigned kW>
+GV_HD GV_INLINE bool put_signal_words(const Endpoint& ep, void* dst, const void* src, std::size_t bytes,
+                                      std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe, bool wait,
+                                      Status& st) {
+  const std::uint32_t me = G::index(), cnt = G::count(), words = static_cast<std::uint32_t>(bytes / 8);
+  const auto* s64 = static_cast<const std::uint64_t*>(src);
+  std::uint64_t v[kW];
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+  for (unsigned j = 0; j < kW; ++j) v[j] = load_if<false>(me + j * cnt < words, s64 + me + j * cnt, std::uint64_t{0});
+  std::byte* const at = direct(ep, dst, bytes, 8, pe);
+  std::byte* const sig_at = direct(ep, sig, sizeof(*sig), 8, pe);
+  if ((at == nullptr) | (sig_at == nullptr)) return false;
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+  for (unsigned j = 0; j < kW; ++j)
+    if (me + j * cnt < words) reinterpret_cast<std::uint64_t*>(at)[me + j * cnt] = v[j];
+  G::sync();  // every member's stores are behind the leader's release
+  if (G::index() == 0) signal_release(reinterpret_cast<std::uint64_t*>(sig_at), op, value, ep.direct_same_gpu != 0);
+  st = abort_after(ep, wait);
+  return true;
+}
+
+/// The tiers of put_signal_words a group takes, by the words a member carries: one word a member
+/// (a thread's 8 B, a warp's 256 B, a block's 4 KiB of 512 threads), then kPutSignalWords<G>. Between
+/// a wait's poll and a put_signal's data store the checks, the copy's tests and its source loads
+/// stood one after another, and a ping-pong waits for each (notes/rma.md). gv_rma on one H200 over
+/// placements, against the general path: a thread's 8 B round 0.88-0.93 -> 0.77-0.78 us, its
+/// 16-64 B 1.03-1.13 -> 0.80-0.81 (others within 0.03); a warp's 8-256 B 1.04-1.11 -> 0.99-1.00,
+/// 512 B-2 KiB 1.09-1.24 -> 1.03-1.05; a block's 8 B-2 KiB (a warp's put_signal for it) 1.07-1.28 ->
+/// 0.92-1.02, its 4 KiB 1.21-1.22 -> 1.02 (archive/2026-11-27-h200-rma-ab-put-signal-early.txt).
+/// Sizes: a warp's eight words a lane cover what a block leaves to its first warp (kBlockByWarp); a
+/// thread's sixteen made its 16-64 B rounds slower, and a third tier of 32 (its 128-256 B 1.11-1.20
+/// -> 0.96-1.07 us) took a kernel of thread-scope put_signal calls in blocks of 512 past 128
+/// registers (the face's ping-pong 139, compile.registers_gv_shmem_perf).
 template <class G>
+inline constexpr unsigned kPutSignalWords = std::is_same_v<G, Block> ? 1 : 8;
+
+/// put_signal, put_signal_nbi (wait false) and put_ll's ib route. kWords: try put_signal_words
+/// first (put_ll's ib route does not: its peer is never near, and the tiers' code took gv_rma's
+/// LlChannel<Block> kernel past 128 registers).
+template <class G, bool kWords = true>
 GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* src, std::size_t bytes,
                                     std::uint64_t* sig, std::uint64_t value, SignalOp op, int pe, bool wait) {
+#if GV_DEVICE_PASS
+  if constexpr (kWords) {
+    const std::size_t cnt = G::count();
+    const bool whole = (src != nullptr) & (bytes != 0) & (((reinterpret_cast<std::uintptr_t>(src) | bytes) & 7u) == 0);
+    Status st = Status::kOk;
+    if (whole & (bytes <= 8 * cnt)) {
+      if (put_signal_words<G, 1>(ep, dst, src, bytes, sig, value, op, pe, wait, st)) return st;
+    } else if (kPutSignalWords<G> > 1 && (whole & (bytes <= 8 * kPutSignalWords<G> * cnt))) {
+      if (put_signal_words<G, kPutSignalWords<G>>(ep, dst, src, bytes, sig, value, op, pe, wait, st)) return st;
+    }
+  }
+#endif
   std::byte* at = direct(ep, dst, bytes, 1, pe);
   std::byte* sig_at = direct(ep, sig, sizeof(*sig), 8, pe);
   if ((src == nullptr) | (at == nullptr) | (sig_at == nullptr)) {
