@@ -236,15 +236,15 @@ TEST_P(RmaGpu, BlockPutAtEveryAlignment) {
 
 namespace {
 template <class G>
-void put_signal_many_blocks(RmaGpu& t, std::size_t bytes, int rounds) {
+void put_signal_many_blocks(RmaGpu& t, std::size_t bytes, int rounds, unsigned threads = 128) {
   constexpr unsigned kBlocks = 8;
   auto buf = t.alloc<std::byte>(kBlocks * bytes), src = t.alloc<std::byte>(kBlocks * bytes);
   auto sig = t.alloc<std::uint64_t>(kBlocks), ack = t.alloc<std::uint64_t>(kBlocks);
   auto errors = t.alloc<std::uint32_t>(1);
   t.on_ranks([&](int r) {
     const auto R = static_cast<std::size_t>(r);
-    put_signal_rounds<G><<<kBlocks, 128, 0, t.stream(r)>>>(t.ep(r), buf[R], src[R], bytes, sig[R], ack[R], rounds,
-                                                           t.st(r), errors[R]);
+    put_signal_rounds<G><<<kBlocks, threads, 0, t.stream(r)>>>(t.ep(r), buf[R], src[R], bytes, sig[R], ack[R], rounds,
+                                                               t.st(r), errors[R]);
   });
   t.finish_all();
   t.expect_ok("put_signal");
@@ -258,14 +258,23 @@ void put_signal_many_blocks(RmaGpu& t, std::size_t bytes, int rounds) {
 }  // namespace
 
 TEST_P(RmaGpu, PutSignalManyBlocksDataBeforeSignal) {
+  // Whole 8-byte words take put_signal_words' tiers (one word a member, then up to eight; a
+  // block's own of one word a thread); every other size the general copy.
   put_signal_many_blocks<gv::rma::Thread>(*this, 8, 100);
+  put_signal_many_blocks<gv::rma::Thread>(*this, 24, 60);
+  put_signal_many_blocks<gv::rma::Thread>(*this, 64, 60);
+  put_signal_many_blocks<gv::rma::Thread>(*this, 72, 40);
+  put_signal_many_blocks<gv::rma::Thread>(*this, 13, 40);
   put_signal_many_blocks<gv::rma::Warp>(*this, 256, 60);
+  put_signal_many_blocks<gv::rma::Warp>(*this, 264, 40);
+  put_signal_many_blocks<gv::rma::Warp>(*this, 2048, 40);
   // A block's put_signal of up to kBlockByWarp bytes is its first warp's (the other warps wait):
   // a word, an odd size and the largest such; then the block's own copy.
   put_signal_many_blocks<gv::rma::Block>(*this, 8, 100);
   put_signal_many_blocks<gv::rma::Block>(*this, 1000, 40);
   put_signal_many_blocks<gv::rma::Block>(*this, gv::rma::detail::kBlockByWarp, 40);
   put_signal_many_blocks<gv::rma::Block>(*this, 4096, 40);
+  put_signal_many_blocks<gv::rma::Block>(*this, 4096, 40, 512);  // a word a thread
   put_signal_many_blocks<gv::rma::Block>(*this, 100003, 5);
 }
 
