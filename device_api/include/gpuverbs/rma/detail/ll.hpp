@@ -560,13 +560,15 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
                       (((reinterpret_cast<std::uintptr_t>(src) | n) & 7u) == 0);
   const bool one = n <= 8 * std::size_t{cnt};
   constexpr unsigned kEarly = detail::kLlEarly<G>;
+  // A warp's early lines are its whole common case; a thread's one line only a message of 8 B.
+  constexpr bool kEarlyCoversBatch = kEarly == detail::kLlBatch<G>;
   std::uint64_t v[kEarly > 0 ? kEarly : 1] = {};
   if constexpr (GV_DEVICE_PASS && kEarly > 0) {
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
     for (unsigned j = 0; j < kEarly; ++j)
-      v[j] = detail::load_if<false>(src_ok & (one | (kEarly > 1)) & (me + j * cnt < lines), s64 + me + j * cnt, v[j]);
+      v[j] = detail::load_if<false>(src_ok & (one | kEarlyCoversBatch) & (me + j * cnt < lines), s64 + me + j * cnt, v[j]);
   }
   const bool common = GV_DEVICE_PASS & src_ok & (seq != 0) & (seq != sent_) & (credit_ == sent_) & (theirs_ != nullptr);
   if constexpr (std::is_same_v<G, Warp>) {

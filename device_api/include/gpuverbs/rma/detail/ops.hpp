@@ -375,6 +375,16 @@ GV_HD inline Status transfer_impl(const Endpoint& ep, void* dst, const void* src
   return abort_after(ep, wait);
 }
 
+/// The end of a p2p put_signal once every member has stored its data: the group syncs, the
+/// leader releases the signal at `sig_at`, and the status is the abort word's (abort_after).
+template <class G>
+GV_HD GV_INLINE Status signal_after_data(const Endpoint& ep, std::byte* sig_at, SignalOp op, std::uint64_t value,
+                                         bool wait) {
+  G::sync();  // every member's stores are behind the leader's release
+  if (G::index() == 0) signal_release(reinterpret_cast<std::uint64_t*>(sig_at), op, value, ep.direct_same_gpu != 0);
+  return abort_after(ep, wait);
+}
+
 /// put_signal's common case on the GPU: whole 8-byte words, at most kW a member (word me + j *
 /// count), to a near direct peer. Every member loads its words before the checks are decided, so
 /// the checks' compares run while the loads are in flight; the stores follow the one test. Returns
@@ -399,9 +409,7 @@ GV_HD GV_INLINE bool put_signal_words(const Endpoint& ep, void* dst, const void*
 #endif
   for (unsigned j = 0; j < kW; ++j)
     if (me + j * cnt < words) reinterpret_cast<std::uint64_t*>(at)[me + j * cnt] = v[j];
-  G::sync();  // every member's stores are behind the leader's release
-  if (G::index() == 0) signal_release(reinterpret_cast<std::uint64_t*>(sig_at), op, value, ep.direct_same_gpu != 0);
-  st = abort_after(ep, wait);
+  st = signal_after_data<G>(ep, sig_at, op, value, wait);
   return true;
 }
 
@@ -463,9 +471,7 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
     sig_at = peer.base + sig_off;
   }
   group_copy<G, true>(at, src, bytes);
-  G::sync();  // every member's stores are behind the leader's release
-  if (G::index() == 0) signal_release(reinterpret_cast<std::uint64_t*>(sig_at), op, value, ep.direct_same_gpu != 0);
-  return abort_after(ep, wait);
+  return signal_after_data<G>(ep, sig_at, op, value, wait);
 }
 }  // namespace detail
 
