@@ -552,7 +552,10 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
   // -> 0.49-0.55, 1 KiB 0.60-0.62 -> 0.57-0.59; the later lines before the branch as well: 8-256 B
   // +0.01-0.02; archive/2026-11-27-h200-rma-ab-ll-warp-early.txt). A thread stores after the
   // branch: before it, its 32 B-1 KiB rounds were 0.03-0.05 us slower. A block keeps its batch
-  // path (its kernel would need more registers than 512 threads may have).
+  // path (its kernel would need more registers than 512 threads may have), and prefetches its
+  // line into L1 before the test instead (gv_rma on one H200 over placements, four A/B calls: a
+  // block's round at 128 B-1 KiB 0.61-0.63 -> 0.59-0.60 us, 8-64 B 0.59-0.62 -> 0.57-0.58;
+  // archive/2026-11-27-h200-rma-ab-block-prefetch.txt).
   const auto* s64 = static_cast<const std::uint64_t*>(src);
   auto* words = theirs_ + detail::kLlFirstWord;
   const std::uint32_t me = G::index(), cnt = G::count(), lines = static_cast<std::uint32_t>(n / 8);
@@ -570,6 +573,7 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
     for (unsigned j = 0; j < kEarly; ++j)
       v[j] = detail::load_if<false>(src_ok & (one | kEarlyCoversBatch) & (me + j * cnt < lines), s64 + me + j * cnt, v[j]);
   }
+  if constexpr (std::is_same_v<G, Block>) detail::prefetch_if(src_ok & (me < lines), s64 + me);
   const bool common = GV_DEVICE_PASS & src_ok & (seq != 0) & (seq != sent_) & (credit_ == sent_) & (theirs_ != nullptr);
   if constexpr (std::is_same_v<G, Warp>) {
     if (GV_DEVICE_PASS) detail::ll_store_line_if(common & (me < lines), words, me, v[0], seq);
