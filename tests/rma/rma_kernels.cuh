@@ -25,6 +25,20 @@ __global__ void put_slices(__grid_constant__ const rma::Endpoint ep, std::byte* 
   if (b != gv::Status::kOk && threadIdx.x == 0) atomicMax(st + 1, static_cast<std::uint32_t>(b));
 }
 
+/// Slice k of `src` (`bytes` at k * stride) put_signal'd by group k to the same place in the next
+/// rank's `dst`, each adding 1 to that rank's sig[k]; then group k waits until its own sig[k] is 1.
+template <class G>
+__global__ void put_signal_slices(__grid_constant__ const rma::Endpoint ep, std::byte* dst, const std::byte* src,
+                                  std::size_t bytes, std::size_t stride, std::uint64_t* sig, std::uint32_t* st) {
+  const int to = static_cast<int>((ep.rank + 1) % ep.size);
+  const unsigned k = G::count() == 1 ? threadIdx.x : (G::count() == 32 ? threadIdx.x / 32 : 0);
+  gv::Status s = rma::put_signal<G>(ep, dst + k * stride, src + k * stride, bytes, sig + k, 1, rma::SignalOp::kAdd, to);
+  if (s == gv::Status::kOk) s = rma::wait_until<G>(ep, sig + k, rma::Cmp::kGe, std::uint64_t{1});
+  if (s != gv::Status::kOk) atomicMax(st, static_cast<std::uint32_t>(s));
+  const gv::Status b = rma::barrier<rma::Block>(ep);
+  if (b != gv::Status::kOk && threadIdx.x == 0) atomicMax(st + 1, static_cast<std::uint32_t>(b));
+}
+
 /// Slice k of the previous rank's `src` fetched into this rank's `dst` by group k.
 template <class G>
 __global__ void get_slices(__grid_constant__ const rma::Endpoint ep, std::byte* dst, const std::byte* src,

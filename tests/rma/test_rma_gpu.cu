@@ -278,6 +278,64 @@ TEST_P(RmaGpu, PutSignalManyBlocksDataBeforeSignal) {
   put_signal_many_blocks<gv::rma::Block>(*this, 100003, 5);
 }
 
+namespace {
+/// put_signal from every group of a block of 128 (each its own slice, 64 poisoned bytes between
+/// slices), from and to offsets of three alignment classes, at sizes in and just past each of
+/// put_signal_words' tiers: every byte lands once, none around it, and every signal is 1.
+template <class G>
+void put_signal_every_alignment(RmaGpu& t) {
+  constexpr unsigned kThreads = 128;
+  const unsigned groups = std::is_same_v<G, gv::rma::Thread> ? kThreads : (std::is_same_v<G, gv::rma::Warp> ? kThreads / 32 : 1);
+  constexpr std::size_t kMax = 4096, kPad = 64, kStride = kMax + 16 + kPad;
+  const std::size_t area = groups * kStride + 2 * kPad;
+  auto src = t.alloc<std::byte>(area), dst = t.alloc<std::byte>(area);
+  auto sig = t.alloc<std::uint64_t>(groups);
+  const std::vector<std::uint64_t> zeros(groups, 0);
+  for (const std::size_t so : {std::size_t{0}, std::size_t{8}, std::size_t{1}}) {
+    for (const std::size_t dof : {std::size_t{0}, std::size_t{8}, std::size_t{4}}) {
+      for (const std::size_t bytes : {std::size_t{8}, std::size_t{13}, std::size_t{24}, std::size_t{64}, std::size_t{72},
+                                      std::size_t{128}, std::size_t{256}, std::size_t{264}, std::size_t{2048}, kMax}) {
+        const auto seed = [&](int r) { return 6151u * static_cast<std::uint64_t>(r) + 37u * so + 11u * dof + bytes; };
+        for (int r = 0; r < t.n(); ++r) {
+          const auto h = host_pattern(seed(r), area);
+          t.write(src[static_cast<std::size_t>(r)], h.data(), area, r);
+          t.poison(dst[static_cast<std::size_t>(r)], area, r);
+          t.write(sig[static_cast<std::size_t>(r)], zeros.data(), groups * sizeof(std::uint64_t), r);
+        }
+        t.on_ranks([&](int r) {
+          const auto R = static_cast<std::size_t>(r);
+          put_signal_slices<G><<<1, kThreads, 0, t.stream(r)>>>(t.ep(r), dst[R] + kPad + dof, src[R] + so, bytes, kStride,
+                                                                sig[R], t.st(r));
+        });
+        t.finish_all();
+        t.expect_ok("put_signal");
+        for (int r = 0; r < t.n(); ++r) {
+          const auto from = host_pattern(seed((r + t.n() - 1) % t.n()), area);
+          const auto got = t.read(dst[static_cast<std::size_t>(r)], area, r);
+          std::vector<std::byte> want(area, std::byte{kPoison});
+          for (unsigned k = 0; k < groups; ++k)
+            std::copy_n(from.begin() + static_cast<long>(so + k * kStride), bytes,
+                        want.begin() + static_cast<long>(kPad + dof + k * kStride));
+          const auto bad = std::mismatch(want.begin(), want.end(), got.begin());
+          EXPECT_EQ(bad.first, want.end()) << bytes << " bytes from offset " << so << " to " << dof << ", rank " << r
+                                           << ": first wrong byte at " << (bad.first - want.begin()) << " (slices "
+                                           << kStride << " apart from " << kPad + dof << ")";
+          const auto s = t.read(sig[static_cast<std::size_t>(r)], groups, r);
+          EXPECT_TRUE(std::all_of(s.begin(), s.end(), [](std::uint64_t v) { return v == 1; }))
+              << bytes << " bytes from offset " << so << " to " << dof << ", rank " << r << ": a signal is not 1";
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+TEST_P(RmaGpu, PutSignalAtEveryAlignmentAndScope) {
+  put_signal_every_alignment<gv::rma::Thread>(*this);
+  put_signal_every_alignment<gv::rma::Warp>(*this);
+  put_signal_every_alignment<gv::rma::Block>(*this);
+}
+
 TEST_P(RmaGpu, AtomicsAreExactlyOnce) {
   constexpr int kBlocks = 2, kThreads = 64, kPer = 10;
   const std::size_t per_rank = kBlocks * kThreads * kPer;
