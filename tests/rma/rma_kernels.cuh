@@ -12,12 +12,19 @@ namespace gvt {
 
 namespace rma = gv::rma;
 
+/// Which group of the block this member belongs to, the slice it moves: its thread, its warp, or
+/// the block's one.
+template <class G>
+__device__ __forceinline__ unsigned slice_of() {
+  return G::count() == 1 ? threadIdx.x : (G::count() == 32 ? threadIdx.x / 32 : 0);
+}
+
 /// Slice k of `src` (bytes each) put to the next rank by group k: threads, warps or the block.
 template <class G>
 __global__ void put_slices(__grid_constant__ const rma::Endpoint ep, std::byte* dst, const std::byte* src,
                            std::size_t bytes, bool nbi, std::uint32_t* st) {
   const int to = static_cast<int>((ep.rank + 1) % ep.size);
-  const unsigned k = G::count() == 1 ? threadIdx.x : (G::count() == 32 ? threadIdx.x / 32 : 0);
+  const unsigned k = slice_of<G>();
   const gv::Status s = nbi ? rma::put_nbi<G>(ep, dst + k * bytes, src + k * bytes, bytes, to)
                            : rma::put<G>(ep, dst + k * bytes, src + k * bytes, bytes, to);
   if (s != gv::Status::kOk) atomicMax(st, static_cast<std::uint32_t>(s));
@@ -31,7 +38,7 @@ template <class G>
 __global__ void put_signal_slices(__grid_constant__ const rma::Endpoint ep, std::byte* dst, const std::byte* src,
                                   std::size_t bytes, std::size_t stride, std::uint64_t* sig, std::uint32_t* st) {
   const int to = static_cast<int>((ep.rank + 1) % ep.size);
-  const unsigned k = G::count() == 1 ? threadIdx.x : (G::count() == 32 ? threadIdx.x / 32 : 0);
+  const unsigned k = slice_of<G>();
   gv::Status s = rma::put_signal<G>(ep, dst + k * stride, src + k * stride, bytes, sig + k, 1, rma::SignalOp::kAdd, to);
   if (s == gv::Status::kOk) s = rma::wait_until<G>(ep, sig + k, rma::Cmp::kGe, std::uint64_t{1});
   if (s != gv::Status::kOk) atomicMax(st, static_cast<std::uint32_t>(s));
@@ -44,7 +51,7 @@ template <class G>
 __global__ void get_slices(__grid_constant__ const rma::Endpoint ep, std::byte* dst, const std::byte* src,
                            std::size_t bytes, bool nbi, std::uint32_t* st) {
   const int from = static_cast<int>((ep.rank + ep.size - 1) % ep.size);
-  const unsigned k = G::count() == 1 ? threadIdx.x : (G::count() == 32 ? threadIdx.x / 32 : 0);
+  const unsigned k = slice_of<G>();
   gv::Status s = nbi ? rma::get_nbi<G>(ep, dst + k * bytes, src + k * bytes, bytes, from)
                      : rma::get<G>(ep, dst + k * bytes, src + k * bytes, bytes, from);
   if (s == gv::Status::kOk && nbi) s = rma::quiet<G>(ep);

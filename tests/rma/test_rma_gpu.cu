@@ -143,10 +143,16 @@ std::vector<std::byte> host_pattern(std::uint64_t seed, std::size_t n) {
 }  // namespace
 
 namespace {
+/// The groups of G in a block of `threads` (slice_of's range): each thread, each warp, or one.
+template <class G>
+constexpr unsigned groups_in(unsigned threads) {
+  return std::is_same_v<G, gv::rma::Thread> ? threads : (std::is_same_v<G, gv::rma::Warp> ? threads / 32 : 1);
+}
+
 template <class G>
 void put_get_every_size(RmaGpu& t, bool get, bool nbi) {
   constexpr unsigned kThreads = 128;
-  const unsigned groups = std::is_same_v<G, gv::rma::Thread> ? kThreads : (std::is_same_v<G, gv::rma::Warp> ? kThreads / 32 : 1);
+  const unsigned groups = groups_in<G>(kThreads);
   // 16384 and 16400 at 128 threads: a block's put of 8 words a member, the most its one-word loop
   // takes, and of one word more, which goes through the batches (group_copy).
   for (const std::size_t bytes : {std::size_t{8}, std::size_t{100}, std::size_t{4096}, std::size_t{16384},
@@ -285,7 +291,7 @@ namespace {
 template <class G>
 void put_signal_every_alignment(RmaGpu& t) {
   constexpr unsigned kThreads = 128;
-  const unsigned groups = std::is_same_v<G, gv::rma::Thread> ? kThreads : (std::is_same_v<G, gv::rma::Warp> ? kThreads / 32 : 1);
+  const unsigned groups = groups_in<G>(kThreads);
   constexpr std::size_t kMax = 4096, kPad = 64, kStride = kMax + 16 + kPad;
   const std::size_t area = groups * kStride + 2 * kPad;
   auto src = t.alloc<std::byte>(area), dst = t.alloc<std::byte>(area);
