@@ -8,17 +8,25 @@
 
 namespace gv::nvshmem::detail {
 namespace rma = gv::rma;
+// NVSHMEM's _warp and _block puts, gets and put_signals begin with the group's sync, so a
+// program may have each thread write its part of a put's source (or read its part of a get's
+// destination) and make the call at once; rma leaves that sync to its caller (rma.hpp), so the
+// face makes it here (G::sync: nothing for a thread, __syncwarp, __syncthreads).
+// tests/nvshmem/group_entry.cu fails without it.
 template <class G>
 __device__ __forceinline__ void putmem(void* d, const void* s, std::size_t n, int pe, bool nbi, const char* what) {
+  G::sync();
   check(nbi ? rma::put_nbi<G>(ep(), d, s, n, pe) : rma::put<G>(ep(), d, s, n, pe), what);
 }
 template <class G>
 __device__ __forceinline__ void getmem(void* d, const void* s, std::size_t n, int pe, bool nbi, const char* what) {
+  G::sync();
   check(nbi ? rma::get_nbi<G>(ep(), d, s, n, pe) : rma::get<G>(ep(), d, s, n, pe), what);
 }
 template <class G>
 __device__ __forceinline__ void putmem_signal(void* d, const void* s, std::size_t n, std::uint64_t* sig, std::uint64_t v,
                                               int op, int pe, bool nbi, const char* what) {
+  G::sync();
   check(nbi ? rma::put_signal_nbi<G>(ep(), d, s, n, sig, v, signal_op_of(op), pe)
             : rma::put_signal<G>(ep(), d, s, n, sig, v, signal_op_of(op), pe),
         what);

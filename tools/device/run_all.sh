@@ -24,7 +24,7 @@ if want build; then
   log "build"
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$OUT/build.log" 2>&1 ||
     { grep -E "rror" "$OUT/build.log" | head -20 | tee -a "$S"; exit 1; }
-  T="test_rma_gpu test_rma_host test_rma_multiprocess rma_rank rma_rank_gpu gvrun gv_has_gpu nvshmem_ring_broadcast nvshmem_block_put nvshmem_signal_count"
+  T="test_rma_gpu test_rma_host test_rma_multiprocess rma_rank rma_rank_gpu gvrun gv_has_gpu nvshmem_ring_broadcast nvshmem_block_put nvshmem_signal_count nvshmem_group_entry"
   T="$T 01_host_write_two_qps 02_kernel_post_poll 03_rma_put_signal_pingpong 04_rma_ring 05_nvshmem_shift gv_rma"
   want himeno && T="$T himeno_multi_gpu_test"
   want verbs && T="$T test_gpu_ib test_gpu_cpu_engine test_gpu_engine test_gpu_engine_peers test_gpu_engine_hazards test_gpu_engine_lanes"

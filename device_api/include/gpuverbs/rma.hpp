@@ -9,7 +9,11 @@
 // in the heap unless they fit inline (the lane's max_inline).
 //
 // Groups: every operation takes a group G (Thread, Warp or Block; group.hpp). All members call
-// it together with the same arguments; all get the same Status.
+// it together with the same arguments; all get the same Status. An operation does not sync the
+// group on entry (over p2p each member copies its part at once): members' writes to a put's
+// source, or reads of a get's destination, made before the call are ordered before it by the
+// caller (__syncwarp, __syncthreads), as for CUDA's group copies. The NVSHMEM face syncs on
+// entry, as NVSHMEM's _warp and _block calls do.
 //
 // Completion and order:
 //   put / get / p / g / put_signal     return when the local buffer may be reused (put) or the

@@ -357,7 +357,6 @@ GV_HD inline Status transfer_impl(const Endpoint& ep, void* dst, const void* src
     const Status st = locate_p2p_later(ep, sym, bytes, pe, peer, off);
     if (st != Status::kOk) return st;
     if (peer.ib) {
-      if (!kGet) G::sync();  // the whole group's source bytes are written before the leader posts
       return on_leader<G>([&] {
         const IbLane& L = lane_for(*peer.ib, G::queue_hint());
         Posted last;
@@ -457,7 +456,6 @@ GV_HD inline Status put_signal_impl(const Endpoint& ep, void* dst, const void* s
     if (!heap_offset(ep, sig, sizeof(*sig), sig_off)) return Status::kOutOfBounds;
     if (reinterpret_cast<std::uintptr_t>(sig) % 8 != 0) return Status::kInvalidArgument;
     if (peer.ib) {
-      G::sync();
       return on_leader<G>([&] {
         const IbLane& L = lane_for(*peer.ib, G::queue_hint());
         Posted data, sigp;
@@ -577,11 +575,10 @@ GV_HD Status put_signal(const Endpoint& ep, void* dst, const void* src, std::siz
                         std::uint64_t value, SignalOp op, int pe) {
 #if GV_DEVICE_PASS
   if constexpr (std::is_same_v<G, Block>) {
-    // The other warps only wait. A barrier first: the block's writes to the source are behind
-    // it, as a block's copy (or, over ib, its post) has them; one at the end gives every thread
-    // the status and tells it the source may be reused (the warp's loads are done).
+    // The other warps only wait: the barrier at the end gives every thread the status and tells
+    // it the source may be reused (the warp's loads are done). None first: the members' writes
+    // to the source are behind the caller's sync (rma.hpp, "Groups").
     if (bytes <= detail::kBlockByWarp && Block::count() >= 32) {
-      Block::sync();
       Status s = Status::kOk;
       if (Block::index() < 32) s = detail::put_signal_impl<Warp>(ep, dst, src, bytes, sig, value, op, pe, true);
       return detail::group_worst<Block>(s);
