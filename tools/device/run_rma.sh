@@ -9,7 +9,8 @@
 # GV_BUILD_DIR (default build-dev) is the build tree; GV_PREBUILT=1 when it came built
 # (tools/device/carry_build.sh). GV_NVSHMEM: an NVSHMEM install (include/, lib/), or "python" for the
 # one in the Python environment (the device image's): nvshmem_perf is then configured and built
-# in build-nvshmem, and both programs run with two PEs.
+# in build-nvshmem, and both programs run with two PEs; the tests/nvshmem programs are built there against
+# NVSHMEM too and run (ctest -R nvshmem_ref, nvshmem_ref.log).
 set -uo pipefail
 OUT=${OUT:-/tmp/gv-out}
 DEADLINE=${GV_DEADLINE:-540}
@@ -56,8 +57,12 @@ if [[ -n ${GV_NVSHMEM:-} ]]; then
   log "nvshmem_perf against $NV"
   echo "configure $(limited 90 "$OUT/build.log" cmake -S . -B build-nvshmem -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DGPUVERBS_NVSHMEM_HOME="$NV")" | tee -a "$S"
-  echo "build $(limited 180 "$OUT/build.log" cmake --build build-nvshmem -j16 --target nvshmem_perf)" | tee -a "$S"
+  echo "build $(limited 180 "$OUT/build.log" cmake --build build-nvshmem -j16 --target nvshmem_perf gv_has_gpu \
+    nvshmem_ref_ring_broadcast nvshmem_ref_block_put nvshmem_ref_signal_count nvshmem_ref_group_entry)" | tee -a "$S"
   grep -E " error" "$OUT/build.log" | head -10 | tee -a "$S"
+  # The face's test programs as NVSHMEM runs them: what each expects is NVSHMEM's behaviour.
+  echo "nvshmem_ref $(limited 120 "$OUT/nvshmem_ref.log" ctest --test-dir build-nvshmem -R nvshmem_ref --output-on-failure)" | tee -a "$S"
+  grep -E "tests passed|\*\*\*Failed" "$OUT/nvshmem_ref.log" | tee -a "$S"
   # On one GPU the two PEs are two processes on it: without MPS their kernels take turns in
   # time slices of ~2 ms, and every ping-pong row measures the slice (seen: 2245 us for both).
   mps=
