@@ -124,14 +124,14 @@ __global__ void atomics_exactly_once(__grid_constant__ const rma::Endpoint ep, s
   else if (old == 0) atomicAdd(winners, 1u);
 }
 
-/// LL rounds around the ring, block b to block b: every size 0..max_bytes with the source and the
-/// destination each at every offset 0..7. Each round: fill the source, put_ll to the next rank,
+/// LL rounds around the ring, block b to block b: every size min_bytes..max_bytes with the source
+/// and the destination each at every offset 0..7. Each round: fill the source, put_ll to the next rank,
 /// wait_ll from the one before into a poisoned destination, check every byte there (the message
 /// and the poison around it) on the device. `errors[0]` counts wrong bytes. kChannel: the same
 /// rounds through one LlChannel per block, opened once.
 template <class G, bool kChannel = false>
 __global__ void ll_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* box, std::byte* src, std::byte* out,
-                          std::size_t max_bytes, std::uint32_t* st, std::uint32_t* errors) {
+                          std::size_t min_bytes, std::size_t max_bytes, std::uint32_t* st, std::uint32_t* errors) {
   const int to = static_cast<int>((ep.rank + 1) % ep.size), from = static_cast<int>((ep.rank + ep.size - 1) % ep.size);
   const std::size_t span = max_bytes + 16, box_span = (rma::ll_bytes(max_bytes) + 15) & ~std::size_t{15};
   std::byte* mine = box + blockIdx.x * box_span;
@@ -146,7 +146,7 @@ __global__ void ll_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* b
       return;
     }
   }
-  for (std::size_t bytes = 0; bytes <= max_bytes; ++bytes) {
+  for (std::size_t bytes = min_bytes; bytes <= max_bytes; ++bytes) {
     for (unsigned a = 0; a < 8; ++a) {
       ++round;
       const std::size_t so = a, oo = (a * 5 + bytes) % 8;

@@ -478,17 +478,19 @@ TEST_P(RmaGpu, RandomSoakIsExactlyOnce) {
 }
 
 namespace {
+/// ll_rounds at every size min_bytes..max_bytes (300 B: past one batch of a thread, 64 B, and one word
+/// per thread of a block; or as given).
 template <class G, bool kChannel = false>
-void ll_every_size(RmaGpu& t, unsigned threads) {
+void ll_every_size(RmaGpu& t, unsigned threads, std::size_t min_bytes = 0, std::size_t max_bytes = 300) {
   constexpr unsigned kBlocks = 4;
-  constexpr std::size_t kMax = 300;  // past one batch of a thread (64 B) and one word per thread of a block
-  const std::size_t box_span = (gv::rma::ll_bytes(kMax) + 15) & ~std::size_t{15};
+  const std::size_t box_span = (gv::rma::ll_bytes(max_bytes) + 15) & ~std::size_t{15};
   auto box = t.alloc<std::byte>(kBlocks * box_span);
-  auto src = t.alloc<std::byte>(kBlocks * (kMax + 16)), out = t.alloc<std::byte>(kBlocks * (kMax + 16));
+  auto src = t.alloc<std::byte>(kBlocks * (max_bytes + 16)), out = t.alloc<std::byte>(kBlocks * (max_bytes + 16));
   auto errors = t.alloc<std::uint32_t>(1);
   t.on_ranks([&](int r) {
     const auto R = static_cast<std::size_t>(r);
-    ll_rounds<G, kChannel><<<kBlocks, threads, 0, t.stream(r)>>>(t.ep(r), box[R], src[R], out[R], kMax, t.st(r), errors[R]);
+    ll_rounds<G, kChannel><<<kBlocks, threads, 0, t.stream(r)>>>(t.ep(r), box[R], src[R], out[R], min_bytes, max_bytes, t.st(r),
+                                                                  errors[R]);
   });
   t.finish_all();
   t.expect_ok(kChannel ? "LlChannel put/wait" : "put_ll/wait_ll");
@@ -510,6 +512,14 @@ TEST_P(RmaGpu, LlChannelEverySizeAtEveryAlignmentAndScope) {
   ll_every_size<gv::rma::Thread, true>(*this, 1);
   ll_every_size<gv::rma::Warp, true>(*this, 32);
   ll_every_size<gv::rma::Block, true>(*this, 256);
+}
+
+// A warp's and a block's channel past a line a member, through every receive batch of their
+// common case (a warp's two lines a lane at 257-512 B, four at 513 B-1 KiB; a block of 64's
+// line a member to 512 B) and just past it (the general path).
+TEST_P(RmaGpu, LlChannelEverySizeToPastItsCommonCase) {
+  ll_every_size<gv::rma::Warp, true>(*this, 32, 250, 1040);
+  ll_every_size<gv::rma::Block, true>(*this, 64, 500, 530);
 }
 
 namespace {

@@ -362,13 +362,21 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
 }
 
 /// This member's part of receiving round seq (ll_receive_batch): a line a member
-/// (ll_line_a_member), every other call in batches of kLlBatch<G>.
+/// (ll_line_a_member), a warp's whole message of two lines a lane (257-512 B) in batches of two
+/// in LlChannel's common case (kWhole), every other call in batches of kLlBatch<G>. Two lines a
+/// lane polled in a batch of four, half of it predicated off, cost the round: gv_rma's warp
+/// LlChannel at 512 B 0.51-0.56 -> 0.47-0.49 us on one H200 and 1.04-1.05 -> 0.98-0.99 us across two (over
+/// placements; a warp's 1 KiB +0.01-0.02 in both; archive/2026-11-27-h200-2xh200-rma-ab-ll-warp-two-lines.txt).
 template <class G, bool kCredit = false, bool kHeader = true, bool kWhole = false>
 GV_HD GV_INLINE Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
                                   std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit) {
   if constexpr (!std::is_same_v<G, Block>) {  // no second receive compiled for a block
     if (ll_line_a_member<G>(n))
       return ll_receive_batch<G, 1, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
+  }
+  if constexpr (kWhole && std::is_same_v<G, Warp>) {
+    if (n <= 2 * 8 * 32)
+      return ll_receive_batch<G, 2, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
   }
   return ll_receive_batch<G, kLlBatch<G>, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
 }
