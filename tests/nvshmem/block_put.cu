@@ -5,7 +5,7 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
-#include "cuda_check_exit.hpp"
+#include "start_pe.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -32,11 +32,8 @@ __global__ void get_slices(float* back, const float* src, float* probes) {
 }
 
 int main() {
-  nvshmem_init();
+  start_pe();
   const int me = nvshmem_my_pe(), n = nvshmem_n_pes(), prev = (me + n - 1) % n;
-  int gpus = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&gpus));
-  CUDA_CHECK(cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
   const std::size_t count = std::size_t{kBlocks} * kSlice;
   float* src = static_cast<float*>(nvshmem_malloc(count * sizeof(float)));
   float* dst = static_cast<float*>(nvshmem_malloc(count * sizeof(float)));

@@ -8,7 +8,7 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
-#include "cuda_check_exit.hpp"
+#include "start_pe.hpp"
 
 #include <cstdio>
 #include <vector>
@@ -48,11 +48,8 @@ __global__ void entry(int* src, int* dst, int* back, int* seen, uint64_t* sig) {
 }
 
 int main() {
-  nvshmem_init();
+  start_pe();
   const int me = nvshmem_my_pe(), n = nvshmem_n_pes(), prev = (me + n - 1) % n;
-  int gpus = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&gpus));
-  CUDA_CHECK(cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
   int* src = static_cast<int*>(nvshmem_malloc(4 * kThreads * sizeof(int)));
   int* dst = static_cast<int*>(nvshmem_malloc(3 * kThreads * sizeof(int)));
   int* back = static_cast<int*>(nvshmem_malloc(kThreads * sizeof(int)));

@@ -6,7 +6,7 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
-#include "cuda_check_exit.hpp"
+#include "start_pe.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -32,11 +32,8 @@ __global__ void neighbours(int* slot) {
 }
 
 int main() {
-  nvshmem_init();
+  start_pe();
   const int me = nvshmem_my_pe(), n = nvshmem_n_pes();
-  int gpus = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&gpus));
-  CUDA_CHECK(cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
   int* data = static_cast<int*>(nvshmem_malloc(kCount * sizeof(int)));
   uint64_t* sig = static_cast<uint64_t*>(nvshmem_calloc(1, sizeof(uint64_t)));
   int* slot = static_cast<int*>(nvshmem_malloc(sizeof(int)));

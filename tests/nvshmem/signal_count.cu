@@ -6,7 +6,7 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
-#include "cuda_check_exit.hpp"
+#include "start_pe.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -44,11 +44,8 @@ __global__ void scatter(long long* slots, long long* stamps, uint64_t* sig, unsi
 }
 
 int main() {
-  nvshmem_init();
+  start_pe();
   const int me = nvshmem_my_pe(), n = nvshmem_n_pes();
-  int gpus = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&gpus));
-  CUDA_CHECK(cudaSetDevice(nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % gpus));
   auto* slots = static_cast<long long*>(nvshmem_calloc(static_cast<std::size_t>(n) * kBlocks * kWords, sizeof(long long)));
   auto* stamps = static_cast<long long*>(nvshmem_malloc(kBlocks * kWords * sizeof(long long)));
   auto* sig = static_cast<uint64_t*>(nvshmem_calloc(1, sizeof(uint64_t)));
