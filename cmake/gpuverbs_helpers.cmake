@@ -52,3 +52,16 @@ function(gpuverbs_install_headers)
   string(REPLACE ";" "," langs "${langs}")
   set_property(GLOBAL APPEND PROPERTY GPUVERBS_INSTALLED_HEADERS "${A_TARGET}|${dir}|${A_SUBDIR}|${langs}")
 endfunction()
+
+# gpuverbs_link_nvshmem(<target>): builds `target` (an NVSHMEM-API program) against the NVSHMEM
+# install GPUVERBS_NVSHMEM_HOME names instead of gpuverbs' face: its headers, its device library
+# (relocatable device code, as NVSHMEM requires) and its host library.
+function(gpuverbs_link_nvshmem target)
+  find_library(gv_nvshmem_host NAMES nvshmem_host libnvshmem_host.so.3 PATHS ${GPUVERBS_NVSHMEM_HOME}/lib NO_DEFAULT_PATH
+               REQUIRED)
+  find_library(gv_nvshmem_device NAMES nvshmem_device PATHS ${GPUVERBS_NVSHMEM_HOME}/lib NO_DEFAULT_PATH REQUIRED)
+  target_include_directories(${target} PRIVATE ${GPUVERBS_NVSHMEM_HOME}/include)
+  set_target_properties(${target} PROPERTIES CUDA_SEPARABLE_COMPILATION ON CUDA_RESOLVE_DEVICE_SYMBOLS ON
+                                             CUDA_RUNTIME_LIBRARY Shared)
+  target_link_libraries(${target} PRIVATE ${gv_nvshmem_device} ${gv_nvshmem_host} CUDA::cuda_driver)
+endfunction()
