@@ -21,6 +21,12 @@ struct Face {
   HostState state;
   std::vector<SetEndpoint> copies;  ///< one per translation unit that includes nvshmem.h
   std::mutex mu;
+  /// A PE that exits without nvshmem_finalize (OpenSHMEM 1.5 requires the call; an error path's
+  /// exit() skips it) leaves the job at once: its World's last collective would otherwise wait
+  /// out the bootstrap's limit (60 s) for peers waiting elsewhere, in a barrier for this PE.
+  ~Face() {
+    if (world) world->abort();
+  }
 };
 /// Constructed on first use: translation units register during static initialisation.
 Face& face() {

@@ -72,6 +72,18 @@ TEST(RmaProcesses, AKilledRankIsReportedByNameWithinSeconds) {
   EXPECT_LT(r.seconds, 15.0);
 }
 
+// A rank that calls World::abort() has left: its World ends without the last collective (which
+// would wait out GV_BOOTSTRAP_TIMEOUT for a peer busy elsewhere), and the peer's wait ends with
+// kAborted once it is gone. The NVSHMEM face ends a PE that exits without nvshmem_finalize so.
+TEST(RmaProcesses, ARankThatAbortsLeavesAtOnce) {
+  const Outcome r = run("GV_BOOTSTRAP_TIMEOUT=30 " + kGvrun + " -n 2 --kill-after 20 " + kRank + " leaves");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(count(r.out, "rank 0: left in"), 1u) << r.out;
+  EXPECT_EQ(count(r.out, "rank 1: wait aborted after"), 1u) << r.out;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+  EXPECT_LT(r.seconds, 15.0);
+}
+
 TEST(RmaProcesses, ARankThatNeverComesIsNamed) {
   // GV_SIZE=3 but only ranks 0 and 1 start: both fail within the bootstrap timeout.
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

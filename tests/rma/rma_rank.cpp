@@ -5,6 +5,9 @@
 //   killed          rank 2 dies (SIGKILL) after init; ranks 0 and 1 wait for a word it would
 //                   set: the wait must end with kAborted and check() must name rank 2, soon
 //   late            init with a rank that never comes (the test starts GV_SIZE - 1 ranks)
+//   leaves          rank 0 calls World::abort() and ends its World while rank 1 waits (not in a
+//                   collective) for a word rank 0 would set: rank 0's World must end at once,
+//                   not wait out the bootstrap's limit, and rank 1's wait must end with kAborted
 // Exit code 0 when the scenario's expectation held; the reason is printed either way.
 #include <signal.h>
 #include <unistd.h>
@@ -125,6 +128,32 @@ int killed() {
   return sec < 10 ? 0 : 1;
 }
 
+int leaves() {
+  gv::WorldOptions o;
+  o.memory = gv::WorldOptions::Memory::kHost;
+  o.heap_bytes = 1 << 20;
+  o.budget = gv::Budget{60'000'000'000ull};
+  auto w = gv::World::init(o);
+  auto* word = static_cast<std::uint64_t*>(w->alloc(8));
+  w->barrier();
+  const int me = w->rank();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  if (me == 0) {
+    w->abort();
+    w.reset();
+    const double sec = seconds();
+    std::printf("rank 0: left in %.2f s\n", sec);
+    std::fflush(stdout);
+    return sec < 10 ? 0 : fail(0, "its World waited for the others");
+  }
+  const Status s = rma::wait_until(w->endpoint(), word, rma::Cmp::kEq, std::uint64_t{1});
+  if (s != Status::kAborted) return fail(me, std::string("the wait ended with ") + gv::to_string(s));
+  std::printf("rank %d: wait aborted after %.2f s\n", me, seconds());
+  std::fflush(stdout);
+  return 0;
+}
+
 int late() {
   const int me = rank_from_env();
   gv::WorldOptions o;
@@ -147,10 +176,11 @@ int main(int argc, char** argv) {
     if (s == "mismatch") return mismatch();
     if (s == "killed") return killed();
     if (s == "late") return late();
+    if (s == "leaves") return leaves();
   } catch (const std::exception& e) {
     std::printf("rank %d FAILED: %s\n", rank_from_env(), e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: rma_rank ring [p2p|ib] | mismatch | killed | late\n");
+  std::fprintf(stderr, "usage: rma_rank ring [p2p|ib] | mismatch | killed | late | leaves\n");
   return 2;
 }

@@ -38,6 +38,9 @@ class Bootstrap {
   /// `why` where the bootstrap can tell them (threads of one process; a TCP or MPI peer sees
   /// the connection close or the job end).
   virtual void abandon(const std::string& why) { (void)why; }
+  /// This rank leaves for good (World::abort()): as abandon, and the launcher's own last
+  /// collective (MPI_Finalize), which would wait for the others, is skipped too.
+  virtual void leave(const std::string& why) { abandon(why); }
   /// Whether a peer died or a collective failed: then the last collective (finalize) and a
   /// launcher's own teardown with that peer (MPI_Finalize) may not be waited for.
   virtual bool failed() const { return false; }

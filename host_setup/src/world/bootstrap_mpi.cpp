@@ -75,10 +75,10 @@ class MpiBootstrap final : public Bootstrap {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
-    if (dead_peer) {
+    if (dead_peer || left_) {
       if (we_initialised_)
-        std::fprintf(stderr, "gpuverbs World (mpi): rank %d: a peer died, so MPI_Finalize (which would wait for it) is "
-                             "skipped\n", rank_);
+        std::fprintf(stderr, "gpuverbs World (mpi): rank %d: %s, so MPI_Finalize (which would wait for %s) is skipped\n",
+                     rank_, left_ ? "this rank left (World::abort())" : "a peer died", left_ ? "the others" : "it");
       return;
     }
     MPI_Comm_free(&comm_);
@@ -92,12 +92,17 @@ class MpiBootstrap final : public Bootstrap {
   void watch(std::function<void(const std::string&)> on_failure) override { tcp_->watch(std::move(on_failure)); }
   void unwatch() override { tcp_->unwatch(); }
   void abandon(const std::string& why) override { tcp_->abandon(why); }
+  void leave(const std::string& why) override {
+    left_ = true;
+    tcp_->abandon(why);
+  }
   bool failed() const override { return tcp_->failed(); }
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   bool we_initialised_ = false;
+  bool left_ = false;  ///< leave(): World::abort() was called on this rank
   std::string name_ = "mpi";
   std::unique_ptr<Bootstrap> tcp_;
 };

@@ -65,6 +65,13 @@ World::World(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 World::~World() {
   if (!impl_) return;
   impl_->boot->unwatch();
+  if (impl_->left) {
+    // A rank that called abort() has left: its last collective would wait out the bootstrap's
+    // limit for peers that may be waiting elsewhere (in a kernel's barrier for this rank). The
+    // peers see it go as they see a death (or, threads of one process, fail at once).
+    impl_->boot->leave("rank " + std::to_string(impl_->rank) + " left (World::abort())");
+    return;
+  }
   try {
     impl_->boot->finalize();  // nobody frees its heap while a peer may still write into it
   } catch (const Error&) {
@@ -185,7 +192,10 @@ std::string World::describe() const {
   return out;
 }
 
-void World::abort() { impl_->on_failure("rank " + std::to_string(impl_->rank) + ": World::abort() was called"); }
+void World::abort() {
+  impl_->left = true;
+  impl_->on_failure("rank " + std::to_string(impl_->rank) + ": World::abort() was called");
+}
 
 void World::quiesce() {
   if (impl_->dev) detail::engine_user_quiesce(impl_->dev.get(), true);

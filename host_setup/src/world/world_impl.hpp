@@ -1,5 +1,6 @@
 // What a World holds (world_setup.cpp builds it, world.cpp serves the calls).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,8 @@ struct World::Impl {
 
   mutable std::mutex fail_mu;
   std::string failure;
+  /// World::abort() was called: this rank has left, and ~World does not wait for the others.
+  std::atomic<bool> left{false};
 
   ~Impl();
   void setup(const WorldOptions& o);

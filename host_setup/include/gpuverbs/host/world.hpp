@@ -30,8 +30,10 @@
 //   or mpirun: the TCP rendezvous    within about a second            new ones refused)       its last collective fails
 //   beside MPI notices it)                                                                    at once; an MPI the World
 //                                                                                             started is not finalized
-//   World::abort()                   throw "World::abort() was        kAborted, every         irreversible
-//                                    called"                          transport
+//   World::abort()                   throw "World::abort() was        kAborted, every         irreversible; ~World waits
+//                                    called"                          transport               for nobody (the rank has
+//                                                                                             left: peers see it go as
+//                                                                                             they see a death)
 //   the software HCA's asynchronous  throw with the reason            kAborted                the HCA stopped
 //   error (engine stopped, overrun)
 // Bad arguments to host calls (null buffers, impossible sizes, bad environment values) throw an
@@ -137,7 +139,8 @@ class World {
   /// failing wait; reads the counters while kernels may run.
   std::string describe() const;
   /// End every wait of this rank's endpoint with kAborted, and make every later rma operation
-  /// of this rank return kAborted at once; check() throws from now on (irreversible).
+  /// of this rank return kAborted at once; check() throws from now on (irreversible). The rank
+  /// has left: ~World then ends without the last collective, whose peers may never come.
   void abort();
 
   /// GPU engine (ib peers of a kGpu World): see Device::quiesce(). Needed around device-wide
