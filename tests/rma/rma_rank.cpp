@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include <gpuverbs/host/world.hpp>
@@ -96,7 +97,13 @@ int mismatch() {
   }
 }
 
-int killed() {
+/// A host rank whose waits may last a minute (far longer than noticing a peer's end takes) and a
+/// word of its heap that nobody sets, after a barrier: for the scenarios where a peer goes away.
+struct Watcher {
+  std::unique_ptr<gv::World> w;
+  std::uint64_t* word;
+};
+Watcher watcher() {
   gv::WorldOptions o;
   o.memory = gv::WorldOptions::Memory::kHost;
   o.heap_bytes = 1 << 20;
@@ -104,6 +111,11 @@ int killed() {
   auto w = gv::World::init(o);
   auto* word = static_cast<std::uint64_t*>(w->alloc(8));
   w->barrier();
+  return {std::move(w), word};
+}
+
+int killed() {
+  auto [w, word] = watcher();
   if (w->rank() == 2) {
     std::printf("rank 2: dying\n");
     std::fflush(stdout);
@@ -129,13 +141,7 @@ int killed() {
 }
 
 int leaves() {
-  gv::WorldOptions o;
-  o.memory = gv::WorldOptions::Memory::kHost;
-  o.heap_bytes = 1 << 20;
-  o.budget = gv::Budget{60'000'000'000ull};
-  auto w = gv::World::init(o);
-  auto* word = static_cast<std::uint64_t*>(w->alloc(8));
-  w->barrier();
+  auto [w, word] = watcher();
   const int me = w->rank();
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
