@@ -149,9 +149,10 @@ GV_HD GV_INLINE void ll_send_batch(std::uint64_t* words, const std::uint64_t* s6
 }
 
 /// Source lines a member of LlChannel::put's common case loads before its test: a thread's one
-/// (a message of 8 B), a warp's whole batch (every line of its common case, 1 KiB), a block's none.
+/// (a message of 8 B), a warp's whole batch (every line of its common case, 1 KiB), a block
+/// member's one (its batch, the whole of its common case).
 template <class G>
-inline constexpr unsigned kLlEarly = std::is_same_v<G, Thread> ? 1 : (std::is_same_v<G, Warp> ? kLlBatch<G> : 0);
+inline constexpr unsigned kLlEarly = std::is_same_v<G, Warp> ? kLlBatch<G> : 1;
 
 /// The data bytes of a poll batch of lines for every member of the group: the most the common
 /// case below carries (LlChannel::open keeps it, bounded by its n).
@@ -494,6 +495,26 @@ GV_HD Status wait_ll(const Endpoint& ep, const void* buf, std::size_t n, std::ui
   return detail::ll_wait<G>(ep, buf, off, n, seq, out, -1);
 }
 
+namespace detail {
+/// put_ll and ll_wait called out of line, where a block's channel falls back to them (over ib).
+/// Inlined, their registers counted in every kernel that holds a block's channel: with its
+/// early source line (LlChannel::put) gv_rma's block ping-pong needed 153, more than the 128 a
+/// block of 512 threads may have, and 127 with these calls out of line. A thread's and a warp's
+/// channel keep them inline: out of line, their rounds were slower (gv_rma on one H100 over
+/// placements: a warp's 8-256 B 0.41 -> 0.43-0.45 us, 1 KiB 0.59 -> 0.65, a thread's 8 B 0.37-0.40
+/// -> 0.40-0.41; archive/2026-11-28-2xh100-rma-ab-ll-block-early.txt).
+template <class G>
+GV_HD GV_NOINLINE Status ll_put_out_of_line(const Endpoint* ep, std::uint64_t* mine, const void* src, std::size_t n,
+                                            std::uint32_t seq, int to) {
+  return put_ll<G>(*ep, mine, src, n, seq, to);
+}
+template <class G>
+GV_HD GV_NOINLINE Status ll_wait_out_of_line(const Endpoint* ep, const std::uint64_t* mine, std::uint64_t off,
+                                             std::size_t n, std::uint32_t seq, void* out, int from) {
+  return ll_wait<G>(*ep, mine, off, n, seq, out, from);
+}
+}  // namespace detail
+
 template <class G>
 GV_HD Status LlChannel<G>::open(const Endpoint& ep, void* buf, std::size_t n, int to, int from) {
   *this = LlChannel{};
@@ -559,11 +580,11 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
   // the first line loaded early alone: a warp's 8-256 B round -0.01 to -0.03 us, 512 B 0.60-0.64
   // -> 0.49-0.55, 1 KiB 0.60-0.62 -> 0.57-0.59; the later lines before the branch as well: 8-256 B
   // +0.01-0.02; archive/2026-11-27-h200-rma-ab-ll-warp-early.txt). A thread stores after the
-  // branch: before it, its 32 B-1 KiB rounds were 0.03-0.05 us slower. A block keeps its batch
-  // path (its kernel would need more registers than 512 threads may have), and prefetches its
-  // line into L1 before the test instead (gv_rma on one H200 over placements, four A/B calls: a
-  // block's round at 128 B-1 KiB 0.61-0.63 -> 0.59-0.60 us, 8-64 B 0.59-0.62 -> 0.57-0.58;
-  // archive/2026-11-27-h200-rma-ab-block-prefetch.txt).
+  // branch: before it, its 32 B-1 KiB rounds were 0.03-0.05 us slower. A block member loads its
+  // one line early and stores it before the branch as a warp does (its ib fallbacks out of line
+  // leave the registers for it): against a prefetch of the line into L1 before the test, a
+  // block's round 0.56-0.60 -> 0.50-0.57 us on one H100 and 1.01-1.12 -> 0.93-1.07 across two,
+  // over placements (archive/2026-11-28-2xh100-rma-ab-ll-block-early.txt).
   const auto* s64 = static_cast<const std::uint64_t*>(src);
   auto* words = theirs_ + detail::kLlFirstWord;
   const std::uint32_t me = G::index(), cnt = G::count(), lines = static_cast<std::uint32_t>(n / 8);
@@ -571,7 +592,8 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
                       (((reinterpret_cast<std::uintptr_t>(src) | n) & 7u) == 0);
   const bool one = n <= 8 * std::size_t{cnt};
   constexpr unsigned kEarly = detail::kLlEarly<G>;
-  // A warp's early lines are its whole common case; a thread's one line only a message of 8 B.
+  // A warp's and a block's early lines are their whole common case; a thread's one line only a
+  // message of 8 B.
   constexpr bool kEarlyCoversBatch = kEarly == detail::kLlBatch<G>;
   std::uint64_t v[kEarly > 0 ? kEarly : 1] = {};
   if constexpr (GV_DEVICE_PASS && kEarly > 0) {
@@ -581,9 +603,8 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
     for (unsigned j = 0; j < kEarly; ++j)
       v[j] = detail::load_if<false>(src_ok & (one | kEarlyCoversBatch) & (me + j * cnt < lines), s64 + me + j * cnt, v[j]);
   }
-  if constexpr (std::is_same_v<G, Block>) detail::prefetch_if(src_ok & (me < lines), s64 + me);
   const bool common = GV_DEVICE_PASS & src_ok & (seq != 0) & (seq != sent_) & (credit_ == sent_) & (theirs_ != nullptr);
-  if constexpr (std::is_same_v<G, Warp>) {
+  if constexpr (!std::is_same_v<G, Thread>) {
     if (GV_DEVICE_PASS) detail::ll_store_line_if(common & (me < lines), words, me, v[0], seq);
   }
   if (common) {
@@ -597,13 +618,14 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
     } else if constexpr (std::is_same_v<G, Thread>) {
       if (one) detail::ll_store_line_if(me < lines, words, me, v[0], seq);
       else detail::ll_send_whole<G>(words, s64, n, seq);
-    } else {
-      detail::ll_send_whole<G>(words, s64, n, seq);
     }
     detail::ll_mark_sent<G>(theirs_, mine_, seq, rank_);
   } else {
     if (ep_ == nullptr || seq == 0 || n > max_ || (n != 0 && src == nullptr)) return Status::kInvalidArgument;
-    if (theirs_ == nullptr) return put_ll<G>(*ep_, mine_, src, n, seq, to_);
+    if (theirs_ == nullptr) {
+      if constexpr (std::is_same_v<G, Block>) return detail::ll_put_out_of_line<G>(ep_, mine_, src, n, seq, to_);
+      else return put_ll<G>(*ep_, mine_, src, n, seq, to_);
+    }
     if (seq == sent_) return Status::kInvalidArgument;
     // The abort word as locate_p2p_later reads it: on the host before anything moves, on the GPU
     // after the stores.
@@ -658,7 +680,8 @@ GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
     if (ep_ == nullptr || seq == 0 || n > max_ || (n != 0 && out == nullptr)) return Status::kInvalidArgument;
     if (back_ == nullptr) {
       const std::uint64_t off = reinterpret_cast<std::uintptr_t>(mine_) - reinterpret_cast<std::uintptr_t>(ep_->heap);
-      return detail::ll_wait<G>(*ep_, mine_, off, n, seq, out, from_);
+      if constexpr (std::is_same_v<G, Block>) return detail::ll_wait_out_of_line<G>(ep_, mine_, off, n, seq, out, from_);
+      else return detail::ll_wait<G>(*ep_, mine_, off, n, seq, out, from_);
     }
     got = detail::ll_receive<G, true, kHeader>(budget_, abort_, mine_, n, seq, static_cast<unsigned char*>(out), header,
                                               credit);

@@ -87,17 +87,6 @@ GV_HD GV_INLINE void store_word_if(bool mine, std::uint64_t* p, std::uint64_t v)
   if (mine) store_word(p, v);
 #endif
 }
-/// A prefetch into L1 of the line that holds p, by the members for which `mine` holds, predicated:
-/// the line is on its way while the caller decides, and no register waits for it (a block's
-/// LlChannel::put, whose early loads would take its kernel past a 512-thread block's registers).
-GV_HD GV_INLINE void prefetch_if(bool mine, const void* p) {
-#if GV_DEVICE_PASS
-  asm volatile("{ .reg .pred q; setp.ne.u32 q, %1, 0; @q prefetch.L1 [%0]; }" ::"l"(p), "r"(static_cast<unsigned>(mine)));
-#else
-  (void)mine;
-  (void)p;
-#endif
-}
 /// A load by the members for which `mine` holds, predicated as store_word_if (no branch for the
 /// group to converge after); the others keep `v`. kStrong: a 4-byte flag another agent writes (the
 /// abort word), loaded as load_word does; otherwise an 8-byte data word (a caller's source), a weak
