@@ -501,8 +501,8 @@ namespace detail {
 /// early source line (LlChannel::put) gv_rma's block ping-pong needed 153, more than the 128 a
 /// block of 512 threads may have, and 127 with these calls out of line. A thread's and a warp's
 /// channel keep them inline: out of line, their rounds were slower (gv_rma on one H100 over
-/// placements: a warp's 8-256 B 0.41 -> 0.43-0.45 us, 1 KiB 0.59 -> 0.65, a thread's 8 B 0.37-0.40
-/// -> 0.40-0.41; archive/2026-11-28-2xh100-rma-ab-ll-block-early.txt).
+/// placements: a warp's 8-256 B 0.41-0.43 -> 0.43-0.46 us, 1 KiB 0.59-0.60 -> 0.65, a thread's 8 B
+/// 0.37-0.40 -> 0.40-0.41; archive/2026-11-28-2xh100-rma-ab-ll-block-early.txt).
 template <class G>
 GV_HD GV_NOINLINE Status ll_put_out_of_line(const Endpoint* ep, std::uint64_t* mine, const void* src, std::size_t n,
                                             std::uint32_t seq, int to) {
@@ -583,7 +583,7 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
   // branch: before it, its 32 B-1 KiB rounds were 0.03-0.05 us slower. A block member loads its
   // one line early and stores it before the branch as a warp does (its ib fallbacks out of line
   // leave the registers for it): against a prefetch of the line into L1 before the test, a
-  // block's round 0.56-0.60 -> 0.50-0.57 us on one H100 and 1.01-1.12 -> 0.93-1.07 across two,
+  // block's round 0.56-0.60 -> 0.49-0.57 us on one H100 and 1.01-1.14 -> 0.93-1.07 across two,
   // over placements (archive/2026-11-28-2xh100-rma-ab-ll-block-early.txt).
   const auto* s64 = static_cast<const std::uint64_t*>(src);
   auto* words = theirs_ + detail::kLlFirstWord;
