@@ -595,8 +595,8 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
   // A warp's and a block's early lines are their whole common case; a thread's one line only a
   // message of 8 B.
   constexpr bool kEarlyCoversBatch = kEarly == detail::kLlBatch<G>;
-  std::uint64_t v[kEarly > 0 ? kEarly : 1] = {};
-  if constexpr (GV_DEVICE_PASS && kEarly > 0) {
+  std::uint64_t v[kEarly] = {};
+  if constexpr (GV_DEVICE_PASS) {
 #if GV_DEVICE_PASS
 #pragma unroll
 #endif
