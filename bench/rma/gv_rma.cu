@@ -401,6 +401,7 @@ struct Options {
   std::string json;  ///< --json FILE: rows appended there too
   int sms[2] = {-1, -1};  ///< --sms A,B: the SMs of rank 0's and rank 1's ping-pong blocks
   int placements = 1;     ///< --placements N: each ping-pong row at N placements of its words
+  unsigned block_threads = 512;  ///< --block-threads N: the threads of a block-scope ping-pong
 };
 
 /// Bytes between placements: 17 lines of 256 B, so that each placement's words fall on other
@@ -601,10 +602,14 @@ int iters_for(const Options& o, std::size_t bytes) {
   return static_cast<int>(std::max<std::size_t>(20, std::min<std::size_t>(static_cast<std::size_t>(o.iters), cap)));
 }
 
+/// Threads of a block-scope ping-pong kernel (--block-threads; 512 at most, since the block kernels
+/// are held to the 128 registers a block of 512 may have: compile.registers_gv_rma).
+unsigned g_block_threads = 512;
+
 /// Threads a kernel of group G is launched with (G::count() means nothing on the host).
 template <class G>
-constexpr unsigned threads_of() {
-  return std::is_same_v<G, rma::Thread> ? 1u : (std::is_same_v<G, rma::Warp> ? 32u : 512u);
+unsigned threads_of() {
+  return std::is_same_v<G, rma::Thread> ? 1u : (std::is_same_v<G, rma::Warp> ? 32u : g_block_threads);
 }
 
 template <class G>
@@ -779,9 +784,9 @@ void run_anchors(Options& o, Pair& p) {
               auto* their_flag = static_cast<std::uint64_t*>(peer_of(r, p.sg(r) + 32));
               const auto kernel = block ? (sys ? raw_put_pingpong<rma::Block, true> : raw_put_pingpong<rma::Block, false>)
                                         : (sys ? raw_put_pingpong<rma::Thread, true> : raw_put_pingpong<rma::Thread, false>);
-              kernel<<<p.grid(), block ? 512 : 1, 0, p.s[r]>>>(r, src, their_buf, bytes, p.sg(r) + 32, their_flag, warmup,
-                                                              iters, p.cycles, p.timing, p.ep(r).budget, p.st[r],
-                                                              p.place(r));
+              kernel<<<p.grid(), block ? g_block_threads : 1u, 0, p.s[r]>>>(
+                  r, src, their_buf, bytes, p.sg(r) + 32, their_flag, warmup, iters, p.cycles, p.timing, p.ep(r).budget,
+                  p.st[r], p.place(r));
               GV_BENCH_CUDA(cudaGetLastError());
             }
           });
@@ -791,7 +796,7 @@ void run_anchors(Options& o, Pair& p) {
     // The LL protocol's floor (one line a member; the buffers zeroed, since rounds start at 1).
     constexpr std::size_t kLlArea = 8192;  // 512 lines; `out` follows
     for (const char* scope : {"thread", "warp", "block"}) {
-      const std::size_t top = scope[0] == 't' ? 8 : (scope[0] == 'w' ? 256 : 4096);
+      const std::size_t top = scope[0] == 't' ? 8 : (scope[0] == 'w' ? 256 : 8 * std::size_t{g_block_threads});
       for (std::size_t bytes = 8; bytes <= std::min(top, p.area / 4); bytes *= 2) {
         placed_row(o, p, "raw_ll", scope, "peer", bytes, iters, [&] {
           p.zero_areas(2 * kLlArea);
@@ -809,8 +814,8 @@ void run_anchors(Options& o, Pair& p) {
               raw_ll_pingpong<rma::Warp><<<p.grid(), 32, 0, p.s[r]>>>(r, src, mine, theirs, out, bytes, warmup, iters,
                                                                        p.cycles, p.timing, budget, p.st[r], p.place(r));
             else
-              raw_ll_pingpong<rma::Block><<<p.grid(), 512, 0, p.s[r]>>>(r, src, mine, theirs, out, bytes, warmup, iters,
-                                                                         p.cycles, p.timing, budget, p.st[r], p.place(r));
+              raw_ll_pingpong<rma::Block><<<p.grid(), g_block_threads, 0, p.s[r]>>>(
+                  r, src, mine, theirs, out, bytes, warmup, iters, p.cycles, p.timing, budget, p.st[r], p.place(r));
             GV_BENCH_CUDA(cudaGetLastError());
           }
         });
@@ -852,6 +857,7 @@ void run_anchors(Options& o, Pair& p) {
 void usage(std::FILE* f) {
   std::fprintf(f,
                "usage: gv_rma [--transport p2p|ib|both] [--test LIST] [-n ITERS] [--max-bytes B] [--bw-max B] [--json FILE] [--sms A,B] [--placements N]\n"
+               "              [--block-threads N]\n"
                "  --transport  which rma transports to measure (default both)\n"
                "  --test       comma-separated: p,put_signal,ll,put,get,atomics,bw,rate,anchors (default all)\n"
                "  -n           iterations per latency row (default 1000; fewer for large messages)\n"
@@ -863,6 +869,8 @@ void usage(std::FILE* f) {
                "  --placements N  run each ping-pong row (p, put_signal, ll, the raw anchors) with its buffers and\n"
                "               signal words at N places (4352 B apart, N <= 16; default 1) and add t_placed, the mean\n"
                "               of the N medians: where a few words lie in the L2 moves a small round by up to ~0.1 us\n"
+               "  --block-threads N  threads of the block-scope ping-pong rows (p, put_signal, ll, raw anchors):\n"
+               "               a multiple of 32 up to 512 (default 512); a block's LL round grows with its threads\n"
                "Two ranks in this process: GPUs 0 and 1, or both on GPU 0 when there is one GPU.\n");
 }
 
@@ -916,6 +924,16 @@ int main(int argc, char** argv) try {
         std::fprintf(stderr, "gv_rma: %s\n", e.what());
         return 2;
       }
+    } else if (a == "--block-threads") {
+      try {
+        const std::string v = value("--block-threads");
+        o.block_threads = static_cast<unsigned>(gv::bench::parse_uint(a, v, 32, 512));
+        if (o.block_threads % 32 != 0)
+          throw gv::bench::UsageError("--block-threads " + v + ": give a multiple of 32 (a block of whole warps)");
+      } catch (const gv::bench::UsageError& e) {
+        std::fprintf(stderr, "gv_rma: %s\n", e.what());
+        return 2;
+      }
     } else if (a == "-n" || a == "--max-bytes" || a == "--bw-max" || a == "--placements") {
       try {
         if (a == "-n") o.iters = static_cast<int>(gv::bench::parse_uint(a, value("-n"), 1, 1'000'000));
@@ -950,6 +968,8 @@ int main(int argc, char** argv) try {
   if (!o.json.empty()) g_log.open(o.json, g_device, argc, argv);
   std::printf("# gv_rma on %s\n", g_device.c_str());
   if (o.sms[0] >= 0) std::printf("# ping-pong ranks' blocks on SMs %d (rank 0) and %d (rank 1)\n", o.sms[0], o.sms[1]);
+  g_block_threads = o.block_threads;
+  if (g_block_threads != 512) std::printf("# block-scope ping-pong rows from blocks of %u threads\n", g_block_threads);
 
   bool failed = false;
   for (const Transport t : o.transports) {

@@ -86,9 +86,9 @@ GV_HD Status wait_ll(const Endpoint& ep, const void* buf, std::size_t n, std::ui
 /// of its call site, not of the object, and each channel alternates its own two slots: a block
 /// that keeps two LlChannel<Block> syncs (__syncthreads) between a wait() of one and a wait() of
 /// the other, so that no thread can still be reading the slot the second one writes.
-/// A block's round grows with its threads (gv_rma at 8 B-1 KiB, over placements: 0.43-0.52 us from 128
-/// threads against 0.51-0.57 from 512 on one H100 or H200, 0.84-1.04 against 0.92-1.09 across two;
-/// bench/results/archive/2026-11-28-2xh200-2xh100-rma-ab-ll-block-size-header.txt).
+/// A block's round grows with its threads (gv_rma --block-threads, 8 B-1 KiB over placements:
+/// 0.43-0.52 us from 128 threads against 0.51-0.57 from 512 on one H100 or H200, 0.84-1.04
+/// against 0.92-1.09 across two; bench/results/archive/2026-11-28-2xh200-2xh100-rma-ab-ll-block-size-header.txt).
 template <class G = Thread>
 class LlChannel {
  public:
