@@ -401,7 +401,7 @@ struct Options {
   std::string json;  ///< --json FILE: rows appended there too
   int sms[2] = {-1, -1};  ///< --sms A,B: the SMs of rank 0's and rank 1's ping-pong blocks
   int placements = 1;     ///< --placements N: each ping-pong row at N placements of its words
-  unsigned block_threads = 512;  ///< --block-threads N: the threads of a block-scope ping-pong
+  unsigned block_threads = 512;  ///< --block-threads N: the threads of a block-scope row
 };
 
 /// Bytes between placements: 17 lines of 256 B, so that each placement's words fall on other
@@ -602,8 +602,9 @@ int iters_for(const Options& o, std::size_t bytes) {
   return static_cast<int>(std::max<std::size_t>(20, std::min<std::size_t>(static_cast<std::size_t>(o.iters), cap)));
 }
 
-/// Threads of a block-scope ping-pong kernel (--block-threads; 512 at most, since the block kernels
-/// are held to the 128 registers a block of 512 may have: compile.registers_gv_rma).
+/// Threads of a block-scope row's kernel: the ping-pongs, put and get (--block-threads; 512 at most,
+/// since the block kernels are held to the 128 registers a block of 512 may have:
+/// compile.registers_gv_rma). The bandwidth and rate rows keep their own.
 unsigned g_block_threads = 512;
 
 /// Threads a kernel of group G is launched with (G::count() means nothing on the host).
@@ -869,7 +870,7 @@ void usage(std::FILE* f) {
                "  --placements N  run each ping-pong row (p, put_signal, ll, the raw anchors) with its buffers and\n"
                "               signal words at N places (4352 B apart, N <= 16; default 1) and add t_placed, the mean\n"
                "               of the N medians: where a few words lie in the L2 moves a small round by up to ~0.1 us\n"
-               "  --block-threads N  threads of the block-scope ping-pong rows (p, put_signal, ll, raw anchors):\n"
+               "  --block-threads N  threads of the block-scope rows (the ping-pongs, put, get; not bw or rate):\n"
                "               a multiple of 32 up to 512 (default 512); a block's LL round grows with its threads\n"
                "Two ranks in this process: GPUs 0 and 1, or both on GPU 0 when there is one GPU.\n");
 }
@@ -969,7 +970,7 @@ int main(int argc, char** argv) try {
   std::printf("# gv_rma on %s\n", g_device.c_str());
   if (o.sms[0] >= 0) std::printf("# ping-pong ranks' blocks on SMs %d (rank 0) and %d (rank 1)\n", o.sms[0], o.sms[1]);
   g_block_threads = o.block_threads;
-  if (g_block_threads != 512) std::printf("# block-scope ping-pong rows from blocks of %u threads\n", g_block_threads);
+  if (g_block_threads != 512) std::printf("# block-scope rows from blocks of %u threads\n", g_block_threads);
 
   bool failed = false;
   for (const Transport t : o.transports) {
