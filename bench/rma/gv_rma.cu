@@ -602,15 +602,13 @@ int iters_for(const Options& o, std::size_t bytes) {
   return static_cast<int>(std::max<std::size_t>(20, std::min<std::size_t>(static_cast<std::size_t>(o.iters), cap)));
 }
 
-/// Threads of a block-scope row's kernel: the ping-pongs, put and get (--block-threads; 512 at most,
-/// since the block kernels are held to the 128 registers a block of 512 may have:
-/// compile.registers_gv_rma). The bandwidth and rate rows keep their own.
-unsigned g_block_threads = 512;
-
-/// Threads a kernel of group G is launched with (G::count() means nothing on the host).
+/// Threads a kernel of group G is launched with (G::count() means nothing on the host): a block's
+/// are --block-threads, for the ping-pongs, put and get (512 at most, since the block kernels are
+/// held to the 128 registers a block of 512 may have: compile.registers_gv_rma); the bandwidth
+/// and rate rows keep their own.
 template <class G>
-unsigned threads_of() {
-  return std::is_same_v<G, rma::Thread> ? 1u : (std::is_same_v<G, rma::Warp> ? 32u : g_block_threads);
+unsigned threads_of(const Options& o) {
+  return std::is_same_v<G, rma::Thread> ? 1u : (std::is_same_v<G, rma::Warp> ? 32u : o.block_threads);
 }
 
 template <class G>
@@ -624,7 +622,7 @@ void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t ma
       for (int r : {1, 0}) {
         p.on(r);
         auto* k = op == 0 ? pingpong<G, 0> : pingpong<G, 1>;
-        k<<<p.grid(), threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.b(r), p.src[r], nullptr, bytes, p.sg(r), warmup, iters,
+        k<<<p.grid(), threads_of<G>(o), 0, p.s[r]>>>(p.ep(r), p.b(r), p.src[r], nullptr, bytes, p.sg(r), warmup, iters,
                                                      p.cycles, p.timing, p.st[r], p.place(r));
         GV_BENCH_CUDA(cudaGetLastError());
       }
@@ -643,9 +641,9 @@ void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
       p.zero_areas(2 * box);
       for (int r : {1, 0}) {
         p.on(r);
-        pingpong<G, kOp><<<p.grid(), threads_of<G>(), 0, p.s[r]>>>(p.ep(r), p.b(r), p.src[r], p.b(r) + box, bytes,
-                                                                   p.sg(r), warmup, iters, p.cycles, p.timing, p.st[r],
-                                                                   p.place(r));
+        pingpong<G, kOp><<<p.grid(), threads_of<G>(o), 0, p.s[r]>>>(p.ep(r), p.b(r), p.src[r], p.b(r) + box, bytes,
+                                                                    p.sg(r), warmup, iters, p.cycles, p.timing, p.st[r],
+                                                                    p.place(r));
         GV_BENCH_CUDA(cudaGetLastError());
       }
     });
@@ -660,7 +658,7 @@ void run_one_sided(Options& o, Pair& p, const char* scope, std::size_t max_bytes
     const int iters = iters_for(o, bytes), warmup = std::max(10, iters / 10);
     p.reset();
     p.on(0);
-    const unsigned threads = threads_of<G>();
+    const unsigned threads = threads_of<G>(o);
     // Local buffer in the heap (ib needs registered memory): src of rank 0.
     // Atomics walk the words at the start of the area (chain_word), the raw chains' words.
     auto* words = reinterpret_cast<std::uint64_t*>(p.buf[0]);
@@ -785,7 +783,7 @@ void run_anchors(Options& o, Pair& p) {
               auto* their_flag = static_cast<std::uint64_t*>(peer_of(r, p.sg(r) + 32));
               const auto kernel = block ? (sys ? raw_put_pingpong<rma::Block, true> : raw_put_pingpong<rma::Block, false>)
                                         : (sys ? raw_put_pingpong<rma::Thread, true> : raw_put_pingpong<rma::Thread, false>);
-              kernel<<<p.grid(), block ? g_block_threads : 1u, 0, p.s[r]>>>(
+              kernel<<<p.grid(), block ? threads_of<rma::Block>(o) : 1u, 0, p.s[r]>>>(
                   r, src, their_buf, bytes, p.sg(r) + 32, their_flag, warmup, iters, p.cycles, p.timing, p.ep(r).budget,
                   p.st[r], p.place(r));
               GV_BENCH_CUDA(cudaGetLastError());
@@ -797,7 +795,8 @@ void run_anchors(Options& o, Pair& p) {
     // The LL protocol's floor (one line a member; the buffers zeroed, since rounds start at 1).
     constexpr std::size_t kLlArea = 8192;  // 512 lines; `out` follows
     for (const char* scope : {"thread", "warp", "block"}) {
-      const std::size_t top = scope[0] == 't' ? 8 : (scope[0] == 'w' ? 256 : 8 * std::size_t{g_block_threads});
+      const std::size_t top =
+          scope[0] == 't' ? 8 : (scope[0] == 'w' ? 256 : 8 * std::size_t{threads_of<rma::Block>(o)});
       for (std::size_t bytes = 8; bytes <= std::min(top, p.area / 4); bytes *= 2) {
         placed_row(o, p, "raw_ll", scope, "peer", bytes, iters, [&] {
           p.zero_areas(2 * kLlArea);
@@ -815,7 +814,7 @@ void run_anchors(Options& o, Pair& p) {
               raw_ll_pingpong<rma::Warp><<<p.grid(), 32, 0, p.s[r]>>>(r, src, mine, theirs, out, bytes, warmup, iters,
                                                                        p.cycles, p.timing, budget, p.st[r], p.place(r));
             else
-              raw_ll_pingpong<rma::Block><<<p.grid(), g_block_threads, 0, p.s[r]>>>(
+              raw_ll_pingpong<rma::Block><<<p.grid(), threads_of<rma::Block>(o), 0, p.s[r]>>>(
                   r, src, mine, theirs, out, bytes, warmup, iters, p.cycles, p.timing, budget, p.st[r], p.place(r));
             GV_BENCH_CUDA(cudaGetLastError());
           }
@@ -969,8 +968,7 @@ int main(int argc, char** argv) try {
   if (!o.json.empty()) g_log.open(o.json, g_device, argc, argv);
   std::printf("# gv_rma on %s\n", g_device.c_str());
   if (o.sms[0] >= 0) std::printf("# ping-pong ranks' blocks on SMs %d (rank 0) and %d (rank 1)\n", o.sms[0], o.sms[1]);
-  g_block_threads = o.block_threads;
-  if (g_block_threads != 512) std::printf("# block-scope rows from blocks of %u threads\n", g_block_threads);
+  if (o.block_threads != 512) std::printf("# block-scope rows from blocks of %u threads\n", o.block_threads);
 
   bool failed = false;
   for (const Transport t : o.transports) {
