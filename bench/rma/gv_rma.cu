@@ -6,8 +6,11 @@
 // not a link figure). Rows, each over the transports asked for (p2p, ib):
 //   p           ping-pong of one 8-byte value (p + wait_until on the same word)
 //   put_signal  ping-pong of put_signal (signal set) + wait_until, thread/warp/block scope
-//   ll          ping-pong of put_ll + wait_ll (flag-in-data words), thread/warp/block scope; and
-//               ll_channel, the same through an LlChannel opened once per kernel
+//   ll          ping-pong of put_ll + wait_ll (flag-in-data words), thread/warp/block scope;
+//               ll_channel, the same through an LlChannel opened once per kernel; and ll_wait_put,
+//               the channel's rounds with each rank's wait and next put in one call (wait_put):
+//               rank 0 puts round 1 before its loop, then each iteration waits for round i and
+//               puts round i + 1 (the other rows put, then wait, in one iteration)
 //   put         one-sided: put + quiet, per operation
 //   get         one-sided: get, per operation
 //   fetch_add / compare_swap   round trips whose next operand depends on the fetched value, each
@@ -110,7 +113,8 @@ __device__ __forceinline__ bool take_block(const Place& pl) {
 
 /// Ping-pong between ranks 0 and 1: op 0 = p of the round number, op 1 = put_signal, op 2 =
 /// put_ll of `bytes` into the LL buffer `buf` (wait_ll copies the reply to `out`), op 3 = op 2
-/// through an LlChannel opened before the loop.
+/// through an LlChannel opened before the loop, op 4 = op 3 through wait_put (rank 0 puts round 1
+/// first; then every iteration of either rank is one wait_put, rank 0's last a wait).
 template <class G, int kOp>
 __global__ void pingpong(__grid_constant__ const Endpoint ep, std::byte* buf, const std::byte* src, std::byte* out,
                          std::size_t bytes, std::uint64_t* sig, int warmup, int iters, std::uint64_t* cycles,
@@ -119,7 +123,7 @@ __global__ void pingpong(__grid_constant__ const Endpoint ep, std::byte* buf, co
   const int rank = static_cast<int>(ep.rank), peer = 1 - rank;
   LoopClock clock{warmup, cycles, rank == 0 && G::index() == 0};
   rma::LlChannel<G> ch;
-  if (const Status s = kOp == 3 ? ch.open(ep, buf, bytes, peer, peer) : Status::kOk; s != Status::kOk) {
+  if (const Status s = kOp >= 3 ? ch.open(ep, buf, bytes, peer, peer) : Status::kOk; s != Status::kOk) {
     if (G::index() == 0) *st = static_cast<std::uint32_t>(s);
     return;
   }
@@ -127,7 +131,15 @@ __global__ void pingpong(__grid_constant__ const Endpoint ep, std::byte* buf, co
     clock.begin(i);
     const auto round = static_cast<std::uint64_t>(i);
     Status s;
-    if (rank == 0) {
+    if constexpr (kOp == 4) {
+      const auto k = static_cast<std::uint32_t>(i);
+      if (rank == 0) {
+        s = i == 1 ? ch.put(src, bytes, 1) : Status::kOk;
+        if (s == Status::kOk) s = i < warmup + iters ? ch.wait_put(out, bytes, k, src, bytes, k + 1) : ch.wait(out, bytes, k);
+      } else {
+        s = ch.wait_put(out, bytes, k, src, bytes, k);
+      }
+    } else if (rank == 0) {
       s = send<G, kOp>(ep, ch, buf, src, bytes, sig, round, peer);
       if (s == Status::kOk) s = receive<G, kOp>(ep, ch, buf, out, bytes, sig, round);
     } else {
@@ -632,7 +644,7 @@ void run_pingpong(Options& o, Pair& p, int op, const char* scope, std::size_t ma
 
 template <class G, int kOp = 2>
 void run_ll(Options& o, Pair& p, const char* scope, std::size_t max_bytes) {
-  const char* test = kOp == 3 ? "ll_channel" : "ll";
+  const char* test = kOp == 4 ? "ll_wait_put" : (kOp == 3 ? "ll_channel" : "ll");
   for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
     const int iters = iters_for(o, bytes), warmup = std::max(10, iters / 10);
     // A fresh buffer for every row and placement: its rounds start again at seq 1.
@@ -997,6 +1009,9 @@ int main(int argc, char** argv) try {
         run_ll<rma::Thread, 3>(o, p, "thread", std::min<std::size_t>(o.max_bytes, 4096));
         run_ll<rma::Warp, 3>(o, p, "warp", std::min<std::size_t>(o.max_bytes, 4096));
         run_ll<rma::Block, 3>(o, p, "block", std::min<std::size_t>(o.max_bytes, 4096));
+        run_ll<rma::Thread, 4>(o, p, "thread", std::min<std::size_t>(o.max_bytes, 4096));
+        run_ll<rma::Warp, 4>(o, p, "warp", std::min<std::size_t>(o.max_bytes, 4096));
+        run_ll<rma::Block, 4>(o, p, "block", std::min<std::size_t>(o.max_bytes, 4096));
       }
       if (wants(o, "put")) {
         run_one_sided<rma::Thread, 0>(o, p, "thread", std::min<std::size_t>(o.max_bytes, 65536));

@@ -4,7 +4,7 @@
 #         [-DWARP_KERNELS=<regex> -DWARP_MAX=<n>] -P check_registers.cmake
 #
 # ptxas reports "Used N registers" per kernel; a kernel above MAX fails here with its count.
-# Kernels whose mangled name matches WARP_KERNELS (launched as one warp a block, where a thread
+# Kernels whose mangled name matches WARP_KERNELS (launched as one thread or one warp a block, where a thread
 # may have 255) are held to WARP_MAX instead.
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/ptx_ops.cmake)

@@ -179,6 +179,78 @@ __global__ void ll_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* b
   }
 }
 
+/// LlChannel::wait_put around the ring, block b to block b: every rank puts round 1, then each
+/// wait_put waits for round k from the rank before and puts round k + 1 to the next, 2 * (max -
+/// min + 1) rounds with sizes in min_bytes..max_bytes; three rounds in four whole lines from and
+/// into 8-byte aligned offsets (wait_put's single pass where both fit a poll batch), the fourth
+/// any size at any offset. The reply's source is filled before the call that sends it; every
+/// byte received and the poison around it are checked on the device. Then a relay: each rank
+/// forwards what it received (src is out) for 6 rounds. `errors[0]` counts wrong bytes.
+template <class G>
+__global__ void ll_wait_put_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* box, std::byte* src,
+                                   std::byte* out, std::size_t min_bytes, std::size_t max_bytes, std::uint32_t* st,
+                                   std::uint32_t* errors) {
+  const int to = static_cast<int>((ep.rank + 1) % ep.size), from = static_cast<int>((ep.rank + ep.size - 1) % ep.size);
+  const std::size_t span = max_bytes + 16, box_span = (rma::ll_bytes(max_bytes) + 15) & ~std::size_t{15};
+  std::byte* mine = box + blockIdx.x * box_span;
+  std::byte* s = src + blockIdx.x * span;
+  std::byte* o = out + blockIdx.x * span;
+  const auto rounds = static_cast<std::uint32_t>(2 * (max_bytes - min_bytes + 1));
+  auto size_of = [&](std::uint32_t k) {
+    const std::size_t b = min_bytes + (k * 37u) % (max_bytes - min_bytes + 1);
+    return k % 4 != 3 ? b & ~std::size_t{7} : b;
+  };
+  auto src_at = [](std::uint32_t k) -> std::size_t { return k % 4 != 3 ? 0 : k % 8; };
+  auto out_at = [](std::uint32_t k) -> std::size_t { return k % 4 != 3 ? 0 : (k * 5 + 3) % 8; };
+  auto seed = [&](int rank, std::uint32_t k) {
+    return (std::uint64_t{static_cast<std::uint32_t>(rank)} << 40) ^ (std::uint64_t{blockIdx.x} << 32) ^ k;
+  };
+  auto fail = [&](gv::Status r) {
+    if (G::index() == 0) atomicMax(st, static_cast<std::uint32_t>(r));
+  };
+  auto check = [&](std::size_t at, std::size_t bytes, std::uint64_t theirs) {
+    std::uint32_t bad = 0;
+    for (std::size_t i = G::index(); i < span; i += G::count()) {
+      const bool in = i >= at && i < at + bytes;
+      bad += o[i] != static_cast<std::byte>(in ? pattern_byte(theirs, i - at) : kPoison);
+    }
+    if (bad != 0) atomicAdd(errors, bad);
+  };
+  rma::LlChannel<G> ch;
+  gv::Status r = ch.open(ep, mine, max_bytes, to, from);
+  if (r != gv::Status::kOk) return fail(r);
+  for (std::size_t i = G::index(); i < size_of(1); i += G::count())
+    s[src_at(1) + i] = static_cast<std::byte>(pattern_byte(seed(ep.rank, 1), i));
+  G::sync();
+  if ((r = ch.put(s + src_at(1), size_of(1), 1)) != gv::Status::kOk) return fail(r);
+  for (std::uint32_t k = 1; k <= rounds; ++k) {
+    for (std::size_t i = G::index(); i < size_of(k + 1); i += G::count())
+      s[src_at(k + 1) + i] = static_cast<std::byte>(pattern_byte(seed(ep.rank, k + 1), i));
+    for (std::size_t i = G::index(); i < span; i += G::count()) o[i] = static_cast<std::byte>(kPoison);
+    G::sync();
+    r = k < rounds ? ch.wait_put(o + out_at(k), size_of(k), k, s + src_at(k + 1), size_of(k + 1), k + 1)
+                   : ch.wait(o + out_at(k), size_of(k), k);
+    if (r != gv::Status::kOk) return fail(r);
+    G::sync();  // every member's part of the message is in `o`, every member's source was read
+    check(out_at(k), size_of(k), seed(from, k));
+    G::sync();  // before the next round rewrites the source and the destination
+  }
+  constexpr std::uint32_t kRelay = 6;
+  const std::size_t bytes = max_bytes < 24 ? max_bytes : 24;
+  for (std::size_t i = G::index(); i < span; i += G::count())
+    o[i] = static_cast<std::byte>(i < bytes ? pattern_byte(seed(ep.rank, 0), i) : kPoison);
+  G::sync();
+  if ((r = ch.put(o, bytes, rounds + 1)) != gv::Status::kOk) return fail(r);
+  for (std::uint32_t j = 1; j <= kRelay; ++j) {
+    const std::uint32_t k = rounds + j;
+    r = j < kRelay ? ch.wait_put(o, bytes, k, o, bytes, k + 1) : ch.wait(o, bytes, k);
+    if (r != gv::Status::kOk) return fail(r);
+    G::sync();
+    check(0, bytes, seed(static_cast<int>((ep.rank + j * (ep.size - 1)) % ep.size), 0));
+    G::sync();
+  }
+}
+
 /// p of every width to the next rank, barrier, then g of the next rank's slot (which its
 /// predecessor, this rank, wrote): values checked on the device, mismatches counted.
 __global__ void p_and_g(__grid_constant__ const rma::Endpoint ep, std::uint8_t* w8, std::int16_t* w16, std::int32_t* w32,

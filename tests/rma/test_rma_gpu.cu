@@ -523,6 +523,37 @@ TEST_P(RmaGpu, LlChannelEverySizeToPastItsCommonCase) {
 }
 
 namespace {
+/// ll_wait_put_rounds at sizes min_bytes..max_bytes, four blocks at once.
+template <class G>
+void ll_wait_put_every_size(RmaGpu& t, unsigned threads, std::size_t min_bytes, std::size_t max_bytes) {
+  constexpr unsigned kBlocks = 4;
+  const std::size_t box_span = (gv::rma::ll_bytes(max_bytes) + 15) & ~std::size_t{15};
+  auto box = t.alloc<std::byte>(kBlocks * box_span);
+  auto src = t.alloc<std::byte>(kBlocks * (max_bytes + 16)), out = t.alloc<std::byte>(kBlocks * (max_bytes + 16));
+  auto errors = t.alloc<std::uint32_t>(1);
+  t.on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    ll_wait_put_rounds<G><<<kBlocks, threads, 0, t.stream(r)>>>(t.ep(r), box[R], src[R], out[R], min_bytes, max_bytes,
+                                                                 t.st(r), errors[R]);
+  });
+  t.finish_all();
+  t.expect_ok("LlChannel wait_put");
+  for (int r = 0; r < t.n(); ++r)
+    EXPECT_EQ(t.read(errors[static_cast<std::size_t>(r)], 1, r)[0], 0u) << "rank " << r << ", " << threads << " threads a group";
+}
+}  // namespace
+
+// wait_put around the ring at every scope: sizes to past a thread's batch (64 B) and a warp's line
+// a lane (256 B), then a warp's every receive batch to past its common case (1 KiB); the relay
+// (src is out) after each.
+TEST_P(RmaGpu, LlChannelWaitPutEverySizeAndScopeAndRelays) {
+  ll_wait_put_every_size<gv::rma::Thread>(*this, 1, 0, 300);
+  ll_wait_put_every_size<gv::rma::Warp>(*this, 32, 0, 300);
+  ll_wait_put_every_size<gv::rma::Warp>(*this, 32, 250, 1040);
+  ll_wait_put_every_size<gv::rma::Block>(*this, 256, 0, 300);
+}
+
+namespace {
 template <class G>
 void ll_wait_unsent_times_out(RmaGpu& t, unsigned threads, std::size_t bytes) {
   auto box = t.alloc<std::byte>(gv::rma::ll_bytes(bytes)), dst = t.alloc<std::byte>(bytes);

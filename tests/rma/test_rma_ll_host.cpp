@@ -208,6 +208,70 @@ TEST_P(RmaLlHost, ChannelRefusesBadInputAndRoundsAheadOfTheReader) {
   EXPECT_EQ(c.open(ep(0), box[0], kBytes, 1, 1), Status::kAborted);
 }
 
+// wait_put around a ring: every rank puts round 1, then each call waits for round k from the one
+// before and puts round k + 1 to the next, sizes and offsets changing every round; then a relay,
+// each rank forwarding what it received (src is out), so round j holds what rank r - j first sent.
+TEST_P(RmaLlHost, ChannelWaitPutAnswersEveryRoundAndRelays) {
+  constexpr std::size_t kMax = 70;
+  constexpr std::uint32_t kRounds = 2 * (kMax + 1), kRelay = 7;
+  auto size_of = [](std::uint32_t k) { return static_cast<std::size_t>((k * 29u) % (kMax + 1)); };
+  auto box = alloc<std::byte>(rma::ll_bytes(kMax));
+  auto src = alloc<std::byte>(kMax + 8), out = alloc<std::byte>(kMax + 16);
+  on_ranks([&](int r) {
+    const auto R = static_cast<std::size_t>(r);
+    const int to = (r + 1) % n(), from = (r + n() - 1) % n();
+    rma::LlChannel<> ch;
+    ASSERT_EQ(ch.open(ep(r), box[R], kMax, to, from), Status::kOk);
+    fill(src[R] + 1 % 8, size_of(1), seed_of(r, 1));
+    ASSERT_EQ(ch.put(src[R] + 1 % 8, size_of(1), 1), Status::kOk);
+    for (std::uint32_t k = 1; k <= kRounds; ++k) {
+      const std::size_t bytes = size_of(k), oo = (k * 3 + bytes) % 8, so = (k + 1) % 8;
+      fill(src[R] + so, size_of(k + 1), seed_of(r, k + 1));
+      std::memset(out[R], kPoison, kMax + 16);
+      const Status s = k < kRounds ? ch.wait_put(out[R] + oo, bytes, k, src[R] + so, size_of(k + 1), k + 1)
+                                   : ch.wait(out[R] + oo, bytes, k);
+      ASSERT_EQ(s, Status::kOk) << "round " << k << ", rank " << r;
+      ASSERT_EQ(first_wrong(out[R] + oo, bytes, seed_of(from, k)), bytes) << "round " << k << ", rank " << r;
+      ASSERT_EQ(first_not(out[R], oo, kPoison), oo) << "bytes before the destination changed, round " << k;
+    }
+    constexpr std::size_t kBytes = 24;
+    fill(out[R], kBytes, seed_of(r, 0));
+    ASSERT_EQ(ch.put(out[R], kBytes, kRounds + 1), Status::kOk);
+    for (std::uint32_t j = 1; j <= kRelay; ++j) {
+      const std::uint32_t k = kRounds + j;
+      const Status s = j < kRelay ? ch.wait_put(out[R], kBytes, k, out[R], kBytes, k + 1) : ch.wait(out[R], kBytes, k);
+      ASSERT_EQ(s, Status::kOk) << "relay round " << j << ", rank " << r;
+      const int origin = ((r - static_cast<int>(j)) % n() + n()) % n();
+      ASSERT_EQ(first_wrong(out[R], kBytes, seed_of(origin, 0)), kBytes) << "relay round " << j << ", rank " << r;
+    }
+  });
+}
+
+// A wait_put whose wait fails returns the wait's status and puts nothing: the peer's wait for the
+// reply times out, and the channel's next put is still the round after the last one sent.
+TEST_P(RmaLlHost, ChannelWaitPutWhoseWaitFailsSendsNothing) {
+  WorldOptions o = options();
+  o.budget = gv::Budget{30'000'000};  // 30 ms
+  make(o);
+  constexpr std::size_t kBytes = 16;
+  auto box = alloc<std::byte>(rma::ll_bytes(kBytes));
+  auto src = alloc<std::byte>(kBytes), out = alloc<std::byte>(kBytes);
+  rma::LlChannel<> a, b;
+  ASSERT_EQ(a.open(ep(0), box[0], kBytes, 1, 1), Status::kOk);
+  ASSERT_EQ(b.open(ep(1), box[1], kBytes, 0, 0), Status::kOk);
+  fill(src[1], kBytes, seed_of(1, 1));
+  EXPECT_EQ(b.wait_put(out[1], kBytes, 1, src[1], kBytes, 1), Status::kTimeout) << "rank 0 sent nothing";
+  EXPECT_EQ(a.wait(out[0], kBytes, 1), Status::kTimeout) << "a reply left after a failed wait";
+  EXPECT_EQ(b.wait_put(out[1], kBytes + 1, 1, src[1], kBytes, 1), Status::kInvalidArgument) << "over the channel's size";
+  EXPECT_EQ(a.wait(out[0], kBytes, 1), Status::kTimeout) << "a reply left after a refused wait";
+  fill(src[0], kBytes, seed_of(0, 1));
+  ASSERT_EQ(a.put(src[0], kBytes, 1), Status::kOk);
+  ASSERT_EQ(b.wait_put(out[1], kBytes, 1, src[1], kBytes, 1), Status::kOk);
+  EXPECT_EQ(first_wrong(out[1], kBytes, seed_of(0, 1)), kBytes);
+  ASSERT_EQ(a.wait(out[0], kBytes, 1), Status::kOk);
+  EXPECT_EQ(first_wrong(out[0], kBytes, seed_of(1, 1)), kBytes);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, RmaLlHost,
                          ::testing::Values(RmaParam{Transport::kP2p, 2}, RmaParam{Transport::kP2p, 3},
                                            RmaParam{Transport::kIb, 2}, RmaParam{Transport::kIb, 3}),

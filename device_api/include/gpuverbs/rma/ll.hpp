@@ -71,6 +71,13 @@ GV_HD Status wait_ll(const Endpoint& ep, const void* buf, std::size_t n, std::ui
 ///   if (ch.open(ep, box, 256, peer, peer) != Status::kOk) ...   // once per kernel
 ///   for (k = 1; ...) { ch.put(msg, 256, k); ch.wait(out, 256, k); }
 ///
+/// A rank that answers each round (the other end of a ping-pong, a stage of a pipeline) can wait
+/// and put in one call, wait_put, which reads the reply's source before the round arrives and
+/// stores it as soon as it has:
+///
+///   ch.put(msg, 256, 1);                                     // rank 0 opens the exchange
+///   for (k = 1; ...) ch.wait_put(out, 256, k, msg, 256, k + 1);
+///
 /// open() makes the checks put_ll and wait_ll make on every call (PE, heap range, alignment) and
 /// finds the peers' copies once. Over p2p each wait() also reads the credit word `to` writes back,
 /// in the same loads that poll the incoming words, so the put() after it knows without a round
@@ -107,6 +114,16 @@ class LlChannel {
   /// another PE sent into this copy, against the contract of one sender per copy, is taken as
   /// from's.
   GV_HD Status wait(void* out, std::size_t n, std::uint32_t seq);
+  /// wait(out, n, seq), then, if it returned kOk, put(src, m, next): the same statuses, and the
+  /// same effects in the same order (the reply leaves after round seq has arrived whole). A
+  /// thread's or a warp's p2p call whose messages are both put()'s and wait()'s common case,
+  /// with src and out apart, loads src before it polls and stores the reply's lines right after
+  /// the poll, ahead of the copy into `out`; otherwise (a block, over ib, a relay whose src is
+  /// `out`) it makes the two calls. gv_rma's ll_wait_put rows (across two H200s: a warp's
+  /// 8 B-1 KiB 0.70-0.88 us against wait() and put() in the same loop's 0.81-1.03, a thread's
+  /// 8-64 B 0.70-0.97 against 0.79-1.17; bench/results/archive/2026-11-28-2xh200-rma-ab-ll-wait-put.txt).
+  GV_HD Status wait_put(void* out, std::size_t n, std::uint32_t seq, const void* src, std::size_t m,
+                        std::uint32_t next);
 
  private:
   const Endpoint* ep_ = nullptr;

@@ -249,10 +249,16 @@ struct LlWarpAgree {
 /// come as words (a p2p sender's); a packed round would never end.
 /// This is ll_receive with batches of kBatch lines a member. kWhole: the caller has found the
 /// message ll_whole_batch's case (for `out`), so no other copy is compiled in.
-template <class G, unsigned kBatch, bool kCredit, bool kHeader, bool kWhole>
+/// What a receive runs when its poll has seen every one of this member's lines (ll_receive's
+/// `arrived`): nothing, unless LlChannel::wait_put stores its reply there.
+struct LlNothing {
+  GV_HD GV_INLINE void operator()(std::uint64_t) const {}
+};
+
+template <class G, unsigned kBatch, bool kCredit, bool kHeader, bool kWhole, class Arrived = LlNothing>
 GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
                                      std::uint32_t seq, unsigned char* out, std::uint64_t& header,
-                                     std::uint64_t& credit) {
+                                     std::uint64_t& credit, Arrived&& arrived = {}) {
   const std::uint64_t* hdr = buf + 2;
   const std::uint64_t* words = buf + kLlFirstWord;
   const std::uint32_t count = kHeader ? ll_lines(n) : ll_sent_lines(n), me = G::index(), cnt = G::count();
@@ -311,6 +317,7 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
         },
         budget, abort, sync::kHostSpins, Agree{});
     if (s != Status::kOk) return s;
+    arrived(credit);
     if (ll_packed(h)) break;
     if (whole_lines) {
       // Every line whole into an 8-byte aligned `out`: one 8-byte store a line, predicated.
@@ -368,18 +375,24 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
 /// lane polled in a batch of four, half of it predicated off, cost the round: gv_rma's warp
 /// LlChannel at 512 B 0.51-0.56 -> 0.47-0.49 us on one H200 and 1.04-1.05 -> 0.98-0.99 us across two (over
 /// placements; a warp's 1 KiB +0.01-0.02 in both; archive/2026-11-27-h200-2xh200-rma-ab-ll-warp-two-lines.txt).
-template <class G, bool kCredit = false, bool kHeader = true, bool kWhole = false>
+/// `arrived(credit)` runs once a poll has seen this member's lines, before they are copied out,
+/// with the credit as that poll loaded it (kCredit); it may run once a batch, so only a call with
+/// kWhole, one batch a member, from a thread or a warp (whose lanes left the poll together) passes
+/// one that must run once.
+template <class G, bool kCredit = false, bool kHeader = true, bool kWhole = false, class Arrived = LlNothing>
 GV_HD GV_INLINE Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
-                                  std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit) {
+                                  std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit,
+                                  Arrived&& arrived = {}) {
   if constexpr (!std::is_same_v<G, Block>) {  // no second receive compiled for a block
     if (ll_line_a_member<G>(n))
-      return ll_receive_batch<G, 1, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
+      return ll_receive_batch<G, 1, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit, arrived);
   }
   if constexpr (kWhole && std::is_same_v<G, Warp>) {
     if (n <= 2 * 8 * 32)
-      return ll_receive_batch<G, 2, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
+      return ll_receive_batch<G, 2, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit, arrived);
   }
-  return ll_receive_batch<G, kLlBatch<G>, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit);
+  return ll_receive_batch<G, kLlBatch<G>, kCredit, kHeader, kWhole>(budget, abort, buf, n, seq, out, header, credit,
+                                                                    arrived);
 }
 
 /// The leader's wait (bounded) until the receiver has taken round `sent` (credit == sent), from
@@ -713,6 +726,80 @@ GV_HD Status LlChannel<G>::wait(void* out, std::size_t n, std::uint32_t seq) {
   detail::store_word_if((G::index() == 0) & ok, back_, std::uint64_t{seq});
   credit_ = ok ? credit32 : credit_;
   return s;
+}
+
+template <class G>
+GV_HD Status LlChannel<G>::wait_put(void* out, std::size_t n, std::uint32_t seq, const void* src, std::size_t m,
+                                    std::uint32_t next) {
+  // Between a wait()'s poll and the next put()'s first store lie the receive's copy into `out`,
+  // the status and credit handed to the members, the caller's own code, put()'s source load and
+  // its common test. Here the source is loaded and every test that does not need the round is
+  // made before the poll; when the poll has seen the round (a warp's lanes on one vote), the
+  // credit goes back and the reply's lines follow at once, predicated on the credit of the last
+  // round sent. A block's members leave their polls one by one and the round has come only at
+  // the barrier that ends wait(), so a block makes the two calls; so does any call outside both
+  // common cases, and one whose src overlaps out (src must then be read after the copy).
+  if constexpr (std::is_same_v<G, Block>) {
+    const Status s = wait(out, n, seq);
+    return s != Status::kOk ? s : put(src, m, next);
+  } else {
+    const auto so = reinterpret_cast<std::uintptr_t>(src), oo = reinterpret_cast<std::uintptr_t>(out);
+    const bool fused = GV_DEVICE_PASS & (src != nullptr) & (out != nullptr) & (m - 1 < std::size_t{fast_}) &
+                       (n - 1 < std::size_t{fast_}) & (((so | m | oo | n) & 7u) == 0) & ((so + m <= oo) | (oo + n <= so)) &
+                       (seq != 0) & (next != 0) & (next != sent_) & (theirs_ != nullptr) & (back_ != nullptr);
+    if (!fused) {
+      const Status s = wait(out, n, seq);
+      return s != Status::kOk ? s : put(src, m, next);
+    }
+    constexpr unsigned kLines = detail::kLlBatch<G>;  // put()'s common case: a poll batch a member
+    const std::uint32_t me = G::index(), cnt = G::count(), lines = static_cast<std::uint32_t>(m / 8);
+    const auto* s64 = static_cast<const std::uint64_t*>(src);
+    auto* words = theirs_ + detail::kLlFirstWord;
+    std::uint64_t v[kLines] = {};
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+    for (unsigned j = 0; j < kLines; ++j) v[j] = detail::load_if<false>(me + j * cnt < lines, s64 + me + j * cnt, v[j]);
+    bool replied = false;
+    std::uint32_t credit32 = credit_;
+    auto reply = [&](std::uint64_t credit) {
+      credit32 = static_cast<std::uint32_t>(credit);
+#if GV_DEVICE_PASS
+      if constexpr (std::is_same_v<G, Warp>) credit32 = __shfl_sync(0xffffffffu, credit32, 0);
+#endif
+      // The credit first, as wait() stores it before put()'s lines: the sender's poll for this
+      // reply then sees the credit with it.
+      detail::store_word_if(me == 0, back_, std::uint64_t{seq});
+      replied = credit32 == sent_;
+      if constexpr (std::is_same_v<G, Warp>) {
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+        for (unsigned j = 0; j < kLines; ++j)
+          detail::ll_store_line_if(replied & (me + j * cnt < lines), words, me + j * cnt, v[j], next);
+      } else if (replied) {  // a thread's batch keeps its branches (kLlPredicated)
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+        for (unsigned j = 0; j < kLines; ++j)
+          if (j < lines) detail::ll_store_line(words, j, v[j], next);
+      }
+    };
+    std::uint64_t header = 0, credit = credit_;
+    const Status got = detail::ll_receive<G, true, false, true>(budget_, abort_, mine_, n, seq,
+                                                               static_cast<unsigned char*>(out), header, credit, reply);
+    if (got != Status::kOk) return got;  // every member alike: a warp's lanes left the poll on one vote
+    credit_ = credit32;
+    // The credit of the last round sent was not in the poll that saw this round: put() waits for it.
+    if (!replied) return put(src, m, next);
+    detail::ll_mark_sent<G>(theirs_, mine_, next, rank_);
+    std::uint32_t raised = 0;
+    if (GV_DEVICE_PASS) raised = detail::load_if<true>(me == 0, aborted_, raised);  // after the stores, as put()
+    raised = detail::sync_share<G, 1>(raised, turns_);
+    turns_ ^= 1u;
+    sent_ = next;
+    return raised != 0 ? Status::kAborted : Status::kOk;
+  }
 }
 
 }  // namespace gv::rma
