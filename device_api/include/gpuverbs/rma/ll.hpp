@@ -120,8 +120,8 @@ class LlChannel {
   /// with src and out apart, loads src before it polls and stores the reply's lines right after
   /// the poll, ahead of the copy into `out`; otherwise (a block, over ib, a relay whose src is
   /// `out`) it makes the two calls. gv_rma's ll_wait_put rows (across two H200s: a warp's
-  /// 8 B-1 KiB 0.70-0.88 us against wait() and put() in the same loop's 0.81-1.03, a thread's
-  /// 8-64 B 0.70-0.97 against 0.79-1.17; bench/results/archive/2026-11-28-2xh200-rma-ab-ll-wait-put.txt).
+  /// 8 B-1 KiB 0.70-0.89 us against wait() and put() in the same loop's 0.81-1.03, a thread's
+  /// 8-64 B 0.69-0.99 against 0.78-1.18; bench/results/archive/2026-11-28-2xh200-rma-ab-ll-wait-put.txt).
   GV_HD Status wait_put(void* out, std::size_t n, std::uint32_t seq, const void* src, std::size_t m,
                         std::uint32_t next);
 
