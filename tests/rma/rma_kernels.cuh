@@ -186,11 +186,18 @@ __global__ void ll_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* b
 /// any size at any offset. The reply's source is filled before the call that sends it; every
 /// byte received and the poison around it are checked on the device. Then a relay: each rank
 /// forwards what it received (src is out) for 6 rounds. `errors[0]` counts wrong bytes.
-template <class G>
+/// kPingPong: ranks 0 and 1 alone, as gv_rma's ll_wait_put rows run them (rank 0 puts round 1 and
+/// then waits for round k and puts k + 1; rank 1 waits for round k and answers with its own round
+/// k), so that the credit for the reply has come with the round that it answers and wait_put's
+/// single pass is the common case; no relay.
+template <class G, bool kPingPong = false>
 __global__ void ll_wait_put_rounds(__grid_constant__ const rma::Endpoint ep, std::byte* box, std::byte* src,
                                    std::byte* out, std::size_t min_bytes, std::size_t max_bytes, std::uint32_t* st,
                                    std::uint32_t* errors) {
-  const int to = static_cast<int>((ep.rank + 1) % ep.size), from = static_cast<int>((ep.rank + ep.size - 1) % ep.size);
+  if (kPingPong && ep.rank > 1) return;
+  const bool answers = kPingPong && ep.rank == 1;  // rank 1 of a ping-pong: its round k answers round k
+  const int to = kPingPong ? static_cast<int>(1 - ep.rank) : static_cast<int>((ep.rank + 1) % ep.size);
+  const int from = kPingPong ? to : static_cast<int>((ep.rank + ep.size - 1) % ep.size);
   const std::size_t span = max_bytes + 16, box_span = (rma::ll_bytes(max_bytes) + 15) & ~std::size_t{15};
   std::byte* mine = box + blockIdx.x * box_span;
   std::byte* s = src + blockIdx.x * span;
@@ -219,22 +226,26 @@ __global__ void ll_wait_put_rounds(__grid_constant__ const rma::Endpoint ep, std
   rma::LlChannel<G> ch;
   gv::Status r = ch.open(ep, mine, max_bytes, to, from);
   if (r != gv::Status::kOk) return fail(r);
-  for (std::size_t i = G::index(); i < size_of(1); i += G::count())
-    s[src_at(1) + i] = static_cast<std::byte>(pattern_byte(seed(ep.rank, 1), i));
-  G::sync();
-  if ((r = ch.put(s + src_at(1), size_of(1), 1)) != gv::Status::kOk) return fail(r);
+  if (!answers) {
+    for (std::size_t i = G::index(); i < size_of(1); i += G::count())
+      s[src_at(1) + i] = static_cast<std::byte>(pattern_byte(seed(ep.rank, 1), i));
+    G::sync();
+    if ((r = ch.put(s + src_at(1), size_of(1), 1)) != gv::Status::kOk) return fail(r);
+  }
   for (std::uint32_t k = 1; k <= rounds; ++k) {
-    for (std::size_t i = G::index(); i < size_of(k + 1); i += G::count())
-      s[src_at(k + 1) + i] = static_cast<std::byte>(pattern_byte(seed(ep.rank, k + 1), i));
+    const std::uint32_t next = answers ? k : k + 1;  // the round this call puts
+    for (std::size_t i = G::index(); i < size_of(next); i += G::count())
+      s[src_at(next) + i] = static_cast<std::byte>(pattern_byte(seed(ep.rank, next), i));
     for (std::size_t i = G::index(); i < span; i += G::count()) o[i] = static_cast<std::byte>(kPoison);
     G::sync();
-    r = k < rounds ? ch.wait_put(o + out_at(k), size_of(k), k, s + src_at(k + 1), size_of(k + 1), k + 1)
-                   : ch.wait(o + out_at(k), size_of(k), k);
+    r = answers || k < rounds ? ch.wait_put(o + out_at(k), size_of(k), k, s + src_at(next), size_of(next), next)
+                              : ch.wait(o + out_at(k), size_of(k), k);
     if (r != gv::Status::kOk) return fail(r);
     G::sync();  // every member's part of the message is in `o`, every member's source was read
     check(out_at(k), size_of(k), seed(from, k));
     G::sync();  // before the next round rewrites the source and the destination
   }
+  if constexpr (kPingPong) return;
   constexpr std::uint32_t kRelay = 6;
   const std::size_t bytes = max_bytes < 24 ? max_bytes : 24;
   for (std::size_t i = G::index(); i < span; i += G::count())

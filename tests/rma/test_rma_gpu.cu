@@ -478,9 +478,13 @@ TEST_P(RmaGpu, RandomSoakIsExactlyOnce) {
 }
 
 namespace {
-/// ll_rounds at every size min_bytes..max_bytes (300 B: past one batch of a thread, 64 B, and one word
-/// per thread of a block; or as given).
-template <class G, bool kChannel = false>
+/// Which calls ll_every_size makes: put_ll/wait_ll or an LlChannel's put/wait (ll_rounds), an
+/// LlChannel's wait_put around the ring or in a ping-pong (ll_wait_put_rounds).
+enum class LlCalls { kPutWait, kChannel, kWaitPut, kWaitPutPingPong };
+
+/// Those calls' rounds at every size min_bytes..max_bytes (300 B: past one batch of a thread, 64 B,
+/// and one word per thread of a block; or as given), four blocks at once.
+template <class G, LlCalls kCalls = LlCalls::kPutWait>
 void ll_every_size(RmaGpu& t, unsigned threads, std::size_t min_bytes = 0, std::size_t max_bytes = 300) {
   constexpr unsigned kBlocks = 4;
   const std::size_t box_span = (gv::rma::ll_bytes(max_bytes) + 15) & ~std::size_t{15};
@@ -489,11 +493,17 @@ void ll_every_size(RmaGpu& t, unsigned threads, std::size_t min_bytes = 0, std::
   auto errors = t.alloc<std::uint32_t>(1);
   t.on_ranks([&](int r) {
     const auto R = static_cast<std::size_t>(r);
-    ll_rounds<G, kChannel><<<kBlocks, threads, 0, t.stream(r)>>>(t.ep(r), box[R], src[R], out[R], min_bytes, max_bytes, t.st(r),
-                                                                  errors[R]);
+    if constexpr (kCalls == LlCalls::kPutWait || kCalls == LlCalls::kChannel)
+      ll_rounds<G, kCalls == LlCalls::kChannel><<<kBlocks, threads, 0, t.stream(r)>>>(t.ep(r), box[R], src[R], out[R], min_bytes,
+                                                                                      max_bytes, t.st(r), errors[R]);
+    else
+      ll_wait_put_rounds<G, kCalls == LlCalls::kWaitPutPingPong><<<kBlocks, threads, 0, t.stream(r)>>>(
+          t.ep(r), box[R], src[R], out[R], min_bytes, max_bytes, t.st(r), errors[R]);
   });
   t.finish_all();
-  t.expect_ok(kChannel ? "LlChannel put/wait" : "put_ll/wait_ll");
+  static constexpr const char* kWhat[] = {"put_ll/wait_ll", "LlChannel put/wait", "LlChannel wait_put",
+                                          "LlChannel wait_put (ping-pong)"};
+  t.expect_ok(kWhat[static_cast<int>(kCalls)]);
   for (int r = 0; r < t.n(); ++r)
     EXPECT_EQ(t.read(errors[static_cast<std::size_t>(r)], 1, r)[0], 0u) << "rank " << r << ", " << threads << " threads a group";
 }
@@ -509,48 +519,35 @@ TEST_P(RmaGpu, LlEverySizeAtEveryAlignmentAndScope) {
 
 // The same rounds through an LlChannel per block (opened once, credit read with the polls).
 TEST_P(RmaGpu, LlChannelEverySizeAtEveryAlignmentAndScope) {
-  ll_every_size<gv::rma::Thread, true>(*this, 1);
-  ll_every_size<gv::rma::Warp, true>(*this, 32);
-  ll_every_size<gv::rma::Block, true>(*this, 256);
+  ll_every_size<gv::rma::Thread, LlCalls::kChannel>(*this, 1);
+  ll_every_size<gv::rma::Warp, LlCalls::kChannel>(*this, 32);
+  ll_every_size<gv::rma::Block, LlCalls::kChannel>(*this, 256);
 }
 
 // A warp's and a block's channel past a line a member, through every receive batch of their
 // common case (a warp's two lines a lane at 257-512 B, four at 513 B-1 KiB; a block of 64's
 // line a member to 512 B) and just past it (the general path).
 TEST_P(RmaGpu, LlChannelEverySizeToPastItsCommonCase) {
-  ll_every_size<gv::rma::Warp, true>(*this, 32, 250, 1040);
-  ll_every_size<gv::rma::Block, true>(*this, 64, 500, 530);
+  ll_every_size<gv::rma::Warp, LlCalls::kChannel>(*this, 32, 250, 1040);
+  ll_every_size<gv::rma::Block, LlCalls::kChannel>(*this, 64, 500, 530);
 }
-
-namespace {
-/// ll_wait_put_rounds at sizes min_bytes..max_bytes, four blocks at once.
-template <class G>
-void ll_wait_put_every_size(RmaGpu& t, unsigned threads, std::size_t min_bytes, std::size_t max_bytes) {
-  constexpr unsigned kBlocks = 4;
-  const std::size_t box_span = (gv::rma::ll_bytes(max_bytes) + 15) & ~std::size_t{15};
-  auto box = t.alloc<std::byte>(kBlocks * box_span);
-  auto src = t.alloc<std::byte>(kBlocks * (max_bytes + 16)), out = t.alloc<std::byte>(kBlocks * (max_bytes + 16));
-  auto errors = t.alloc<std::uint32_t>(1);
-  t.on_ranks([&](int r) {
-    const auto R = static_cast<std::size_t>(r);
-    ll_wait_put_rounds<G><<<kBlocks, threads, 0, t.stream(r)>>>(t.ep(r), box[R], src[R], out[R], min_bytes, max_bytes,
-                                                                 t.st(r), errors[R]);
-  });
-  t.finish_all();
-  t.expect_ok("LlChannel wait_put");
-  for (int r = 0; r < t.n(); ++r)
-    EXPECT_EQ(t.read(errors[static_cast<std::size_t>(r)], 1, r)[0], 0u) << "rank " << r << ", " << threads << " threads a group";
-}
-}  // namespace
 
 // wait_put around the ring at every scope: sizes to past a thread's batch (64 B) and a warp's line
 // a lane (256 B), then a warp's every receive batch to past its common case (1 KiB); the relay
 // (src is out) after each.
 TEST_P(RmaGpu, LlChannelWaitPutEverySizeAndScopeAndRelays) {
-  ll_wait_put_every_size<gv::rma::Thread>(*this, 1, 0, 300);
-  ll_wait_put_every_size<gv::rma::Warp>(*this, 32, 0, 300);
-  ll_wait_put_every_size<gv::rma::Warp>(*this, 32, 250, 1040);
-  ll_wait_put_every_size<gv::rma::Block>(*this, 256, 0, 300);
+  ll_every_size<gv::rma::Thread, LlCalls::kWaitPut>(*this, 1);
+  ll_every_size<gv::rma::Warp, LlCalls::kWaitPut>(*this, 32);
+  ll_every_size<gv::rma::Warp, LlCalls::kWaitPut>(*this, 32, 250, 1040);
+  ll_every_size<gv::rma::Block, LlCalls::kWaitPut>(*this, 256);
+}
+
+// wait_put in a ping-pong between ranks 0 and 1, as gv_rma measures it: there the credit for each
+// reply comes with the round it answers, so a thread's and a warp's single pass is the common case.
+TEST_P(RmaGpu, LlChannelWaitPutPingPongEverySizeAndScope) {
+  ll_every_size<gv::rma::Thread, LlCalls::kWaitPutPingPong>(*this, 1);
+  ll_every_size<gv::rma::Warp, LlCalls::kWaitPutPingPong>(*this, 32, 0, 1040);
+  ll_every_size<gv::rma::Block, LlCalls::kWaitPutPingPong>(*this, 256);
 }
 
 namespace {

@@ -238,6 +238,12 @@ struct LlWarpAgree {
   }
 };
 
+/// What a receive runs when its poll has seen this member's lines (ll_receive's `arrived`):
+/// nothing, unless LlChannel::wait_put stores its reply there.
+struct LlNothing {
+  GV_HD GV_INLINE void operator()(std::uint64_t) const {}
+};
+
 /// This member's part of receiving round seq: the header (every member watches it: it says how
 /// the data travelled) and this member's data lines, polled a batch at a time, copied to out.
 /// `header` gets the header word. With kCredit the leader also loads this copy's credit word in
@@ -249,12 +255,6 @@ struct LlWarpAgree {
 /// come as words (a p2p sender's); a packed round would never end.
 /// This is ll_receive with batches of kBatch lines a member. kWhole: the caller has found the
 /// message ll_whole_batch's case (for `out`), so no other copy is compiled in.
-/// What a receive runs when its poll has seen every one of this member's lines (ll_receive's
-/// `arrived`): nothing, unless LlChannel::wait_put stores its reply there.
-struct LlNothing {
-  GV_HD GV_INLINE void operator()(std::uint64_t) const {}
-};
-
 template <class G, unsigned kBatch, bool kCredit, bool kHeader, bool kWhole, class Arrived = LlNothing>
 GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
                                      std::uint32_t seq, unsigned char* out, std::uint64_t& header,
@@ -317,8 +317,8 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
         },
         budget, abort, sync::kHostSpins, Agree{});
     if (s != Status::kOk) return s;
-    arrived(credit);
     if (ll_packed(h)) break;
+    arrived(credit);
     if (whole_lines) {
       // Every line whole into an 8-byte aligned `out`: one 8-byte store a line, predicated.
 #if GV_DEVICE_PASS
@@ -375,10 +375,10 @@ GV_HD inline Status ll_receive_batch(Budget budget, const std::uint32_t* abort, 
 /// lane polled in a batch of four, half of it predicated off, cost the round: gv_rma's warp
 /// LlChannel at 512 B 0.51-0.56 -> 0.47-0.49 us on one H200 and 1.04-1.05 -> 0.98-0.99 us across two (over
 /// placements; a warp's 1 KiB +0.01-0.02 in both; archive/2026-11-27-h200-2xh200-rma-ab-ll-warp-two-lines.txt).
-/// `arrived(credit)` runs once a poll has seen this member's lines, before they are copied out,
-/// with the credit as that poll loaded it (kCredit); it may run once a batch, so only a call with
-/// kWhole, one batch a member, from a thread or a warp (whose lanes left the poll together) passes
-/// one that must run once.
+/// `arrived(credit)` runs each time a poll has seen this member's batch of lines as words, before
+/// they are copied out, with the credit that poll loaded (kCredit). A thread's or a warp's call with
+/// kWhole polls one batch (a warp's lanes leave it on one vote), so there it runs once, when the
+/// whole round has come.
 template <class G, bool kCredit = false, bool kHeader = true, bool kWhole = false, class Arrived = LlNothing>
 GV_HD GV_INLINE Status ll_receive(Budget budget, const std::uint32_t* abort, const std::uint64_t* buf, std::size_t n,
                                   std::uint32_t seq, unsigned char* out, std::uint64_t& header, std::uint64_t& credit,
