@@ -126,6 +126,10 @@ class LlChannel {
                         std::uint32_t next);
 
  private:
+  /// A put's end once its lines are stored (put()'s and wait_put()'s): the abort word, one
+  /// group-wide sync, round seq recorded as sent.
+  GV_HD Status put_done(std::uint32_t seq);
+
   const Endpoint* ep_ = nullptr;
   std::uint64_t* mine_ = nullptr;    ///< this rank's copy
   std::uint64_t* theirs_ = nullptr;  ///< to's copy in this address space (p2p); null over ib

@@ -658,6 +658,11 @@ GV_HD Status LlChannel<G>::put(const void* src, std::size_t n, std::uint32_t seq
     }
     detail::ll_send_p2p<G>(theirs_, mine_, src, n, seq, rank_);
   }
+  return put_done(seq);
+}
+
+template <class G>
+GV_HD GV_INLINE Status LlChannel<G>::put_done(std::uint32_t seq) {
   std::uint32_t raised = 0;
   // After the stores, as abort_after.
   if (GV_DEVICE_PASS) raised = detail::load_if<true>(G::index() == 0, aborted_, raised);
@@ -739,67 +744,59 @@ GV_HD Status LlChannel<G>::wait_put(void* out, std::size_t n, std::uint32_t seq,
   // round sent. A block's members leave their polls one by one and the round has come only at
   // the barrier that ends wait(), so a block makes the two calls; so does any call outside both
   // common cases, and one whose src overlaps out (src must then be read after the copy).
-  if constexpr (std::is_same_v<G, Block>) {
-    const Status s = wait(out, n, seq);
-    return s != Status::kOk ? s : put(src, m, next);
-  } else {
+  if constexpr (!std::is_same_v<G, Block>) {
     const auto so = reinterpret_cast<std::uintptr_t>(src), oo = reinterpret_cast<std::uintptr_t>(out);
     const bool fused = GV_DEVICE_PASS & (src != nullptr) & (out != nullptr) & (m - 1 < std::size_t{fast_}) &
                        (n - 1 < std::size_t{fast_}) & (((so | m | oo | n) & 7u) == 0) & ((so + m <= oo) | (oo + n <= so)) &
                        (seq != 0) & (next != 0) & (next != sent_) & (theirs_ != nullptr) & (back_ != nullptr);
-    if (!fused) {
-      const Status s = wait(out, n, seq);
-      return s != Status::kOk ? s : put(src, m, next);
+    if (fused) {
+      constexpr unsigned kLines = detail::kLlBatch<G>;  // put()'s common case: a poll batch a member
+      const std::uint32_t me = G::index(), cnt = G::count(), lines = static_cast<std::uint32_t>(m / 8);
+      const auto* s64 = static_cast<const std::uint64_t*>(src);
+      auto* words = theirs_ + detail::kLlFirstWord;
+      std::uint64_t v[kLines] = {};
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+      for (unsigned j = 0; j < kLines; ++j) v[j] = detail::load_if<false>(me + j * cnt < lines, s64 + me + j * cnt, v[j]);
+      bool replied = false;
+      std::uint32_t credit32 = credit_;
+      auto reply = [&](std::uint64_t credit) {
+        credit32 = static_cast<std::uint32_t>(credit);
+#if GV_DEVICE_PASS
+        if constexpr (std::is_same_v<G, Warp>) credit32 = __shfl_sync(0xffffffffu, credit32, 0);
+#endif
+        // The credit first, as wait() stores it before put()'s lines: the sender's poll for this
+        // reply then sees the credit with it.
+        detail::store_word_if(me == 0, back_, std::uint64_t{seq});
+        replied = credit32 == sent_;
+        if constexpr (std::is_same_v<G, Warp>) {
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+          for (unsigned j = 0; j < kLines; ++j)
+            detail::ll_store_line_if(replied & (me + j * cnt < lines), words, me + j * cnt, v[j], next);
+        } else if (replied) {  // a thread's batch keeps its branches (kLlPredicated)
+#if GV_DEVICE_PASS
+#pragma unroll
+#endif
+          for (unsigned j = 0; j < kLines; ++j)
+            if (j < lines) detail::ll_store_line(words, j, v[j], next);
+        }
+      };
+      std::uint64_t header = 0, credit = credit_;
+      const Status got = detail::ll_receive<G, true, false, true>(budget_, abort_, mine_, n, seq,
+                                                                 static_cast<unsigned char*>(out), header, credit, reply);
+      if (got != Status::kOk) return got;  // every member alike: a warp's lanes left the poll on one vote
+      credit_ = credit32;
+      // The credit of the last round sent was not in the poll that saw this round: put() waits for it.
+      if (!replied) return put(src, m, next);
+      detail::ll_mark_sent<G>(theirs_, mine_, next, rank_);
+      return put_done(next);
     }
-    constexpr unsigned kLines = detail::kLlBatch<G>;  // put()'s common case: a poll batch a member
-    const std::uint32_t me = G::index(), cnt = G::count(), lines = static_cast<std::uint32_t>(m / 8);
-    const auto* s64 = static_cast<const std::uint64_t*>(src);
-    auto* words = theirs_ + detail::kLlFirstWord;
-    std::uint64_t v[kLines] = {};
-#if GV_DEVICE_PASS
-#pragma unroll
-#endif
-    for (unsigned j = 0; j < kLines; ++j) v[j] = detail::load_if<false>(me + j * cnt < lines, s64 + me + j * cnt, v[j]);
-    bool replied = false;
-    std::uint32_t credit32 = credit_;
-    auto reply = [&](std::uint64_t credit) {
-      credit32 = static_cast<std::uint32_t>(credit);
-#if GV_DEVICE_PASS
-      if constexpr (std::is_same_v<G, Warp>) credit32 = __shfl_sync(0xffffffffu, credit32, 0);
-#endif
-      // The credit first, as wait() stores it before put()'s lines: the sender's poll for this
-      // reply then sees the credit with it.
-      detail::store_word_if(me == 0, back_, std::uint64_t{seq});
-      replied = credit32 == sent_;
-      if constexpr (std::is_same_v<G, Warp>) {
-#if GV_DEVICE_PASS
-#pragma unroll
-#endif
-        for (unsigned j = 0; j < kLines; ++j)
-          detail::ll_store_line_if(replied & (me + j * cnt < lines), words, me + j * cnt, v[j], next);
-      } else if (replied) {  // a thread's batch keeps its branches (kLlPredicated)
-#if GV_DEVICE_PASS
-#pragma unroll
-#endif
-        for (unsigned j = 0; j < kLines; ++j)
-          if (j < lines) detail::ll_store_line(words, j, v[j], next);
-      }
-    };
-    std::uint64_t header = 0, credit = credit_;
-    const Status got = detail::ll_receive<G, true, false, true>(budget_, abort_, mine_, n, seq,
-                                                               static_cast<unsigned char*>(out), header, credit, reply);
-    if (got != Status::kOk) return got;  // every member alike: a warp's lanes left the poll on one vote
-    credit_ = credit32;
-    // The credit of the last round sent was not in the poll that saw this round: put() waits for it.
-    if (!replied) return put(src, m, next);
-    detail::ll_mark_sent<G>(theirs_, mine_, next, rank_);
-    std::uint32_t raised = 0;
-    if (GV_DEVICE_PASS) raised = detail::load_if<true>(me == 0, aborted_, raised);  // after the stores, as put()
-    raised = detail::sync_share<G, 1>(raised, turns_);
-    turns_ ^= 1u;
-    sent_ = next;
-    return raised != 0 ? Status::kAborted : Status::kOk;
   }
+  const Status s = wait(out, n, seq);
+  return s != Status::kOk ? s : put(src, m, next);
 }
 
 }  // namespace gv::rma
