@@ -6,6 +6,9 @@
 Each input is a benchmark's --json output (a metadata object, then one object per row). Rows
 are matched on (test, scope or variant, bytes); the ratio is gpuverbs over NVSHMEM for
 latencies (lower is better: < 1 means gpuverbs is faster) and for rates (higher is better).
+A rate row that carries its spread within the run (`lo`, `hi`: its slowest and fastest launch)
+shows it in brackets, and the last column but one says whether the two ranges are apart: "slower"
+or "faster" only where the face's whole range lies beyond NVSHMEM's.
 """
 import json
 import sys
@@ -38,6 +41,22 @@ def value(r):
     return r["bw_gbs"], "GB/s"
 
 
+def cell(r):
+    v = value(r)[0]
+    return f"{v:.2f} ({r['lo']:.2f}-{r['hi']:.2f})" if "lo" in r else f"{v:.2f}"
+
+
+def apart(g, n):
+    """Rates: whether the face's range lies wholly below or above NVSHMEM's."""
+    if "lo" not in g or "lo" not in n:
+        return "—"
+    if g["hi"] < n["lo"]:
+        return "slower"
+    if g["lo"] > n["hi"]:
+        return "faster"
+    return "within"
+
+
 def main(argv):
     if len(argv) < 3 or argv[1] in ("-h", "--help"):
         print(__doc__)
@@ -49,8 +68,8 @@ def main(argv):
     print(f"device: {gm and gm.get('device')}; gpuverbs commit {gm and gm.get('commit')}; "
           f"date {gm and gm.get('date')}")
     print(f"commands: `{gm and gm.get('command')}` / `{nm and nm.get('command')}`\n")
-    print("| test | scope | bytes | unit | gpuverbs face | NVSHMEM | face / NVSHMEM | gv_rma core |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| test | scope | bytes | unit | gpuverbs face | NVSHMEM | face / NVSHMEM | ranges | gv_rma core |")
+    print("|---|---|---|---|---|---|---|---|---|")
     nvs = {key(r): r for r in n}
     for r in g:
         k = key(r)
@@ -60,7 +79,8 @@ def main(argv):
         ratio = f"{v / ov:.2f}" if ov else "—"
         c = core.get(k)
         cv = f"{value(c)[0]:.2f}" if c else "—"
-        print(f"| {k[0]} | {k[1]} | {k[2]} | {unit} | {v:.2f} | {'%.2f' % ov if ov else '—'} | {ratio} | {cv} |")
+        print(f"| {k[0]} | {k[1]} | {k[2]} | {unit} | {cell(r)} | {cell(other) if other else '—'} | {ratio} | "
+              f"{apart(r, other) if other else '—'} | {cv} |")
     return 0
 
 

@@ -9,9 +9,12 @@
 // bandwidth from 1/8/32/132 CTAs,
 // scattered 64-byte putmem_nbi message rate (132 CTAs x 256 threads, distinct cache lines) to the
 // peer, and the same to this PE's own heap (rate_self: the calls without the peer's mapping).
+// Each bandwidth and rate row is the median of kSamples timed launches, with the least and the
+// greatest beside it in the JSON (`lo`, `hi`): its spread within the run.
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -116,12 +119,50 @@ void emit_latency(const std::string& test, const char* scope, std::size_t bytes,
   std::fflush(stdout);
 }
 
-void emit_rate(const std::string& test, const std::string& variant, std::size_t bytes, int iters, double gbs, double mmsgs) {
+/// Timed launches a bandwidth or rate row takes, each between its own pair of events after the
+/// row's untimed warm-up. One launch of a 64 KiB row lasts some 70 us, and single launches read
+/// the face at 0.59x NVSHMEM's bandwidth in one run and 0.85x in the next (one H100, 2026-11-28).
+constexpr int kSamples = 7;
+
+/// Milliseconds of kSamples launches of `launch` (work on the default stream), sorted.
+template <class Launch>
+std::vector<float> sample_ms(Launch&& launch) {
+  std::vector<float> ms(kSamples);
+  cudaEvent_t a, b;
+  GV_BENCH_CUDA(cudaEventCreate(&a));
+  GV_BENCH_CUDA(cudaEventCreate(&b));
+  for (float& m : ms) {
+    GV_BENCH_CUDA(cudaEventRecord(a));
+    launch();
+    GV_BENCH_CUDA(cudaGetLastError());
+    GV_BENCH_CUDA(cudaEventRecord(b));
+    GV_BENCH_CUDA(cudaEventSynchronize(b));
+    GV_BENCH_CUDA(cudaEventElapsedTime(&m, a, b));
+  }
+  GV_BENCH_CUDA(cudaEventDestroy(a));
+  GV_BENCH_CUDA(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+
+/// A row from sorted launch times: `bytes_per_launch` and `msgs_per_launch` (0 for a bandwidth
+/// row) over the median launch, and over the slowest and the fastest as `lo` and `hi`.
+void emit_rate(const std::string& test, const std::string& variant, std::size_t bytes, int iters,
+               const std::vector<float>& ms, double bytes_per_launch, double msgs_per_launch) {
+  const auto gbs = [&](float m) { return bytes_per_launch / (m * 1e-3) / 1e9; };
+  const auto mmsgs = [&](float m) { return msgs_per_launch / (m * 1e-3) / 1e6; };
+  const float med = ms[ms.size() / 2], slow = ms.back(), fast = ms.front();
+  // lo and hi in the row's unit: Mmsg/s for a rate row, GB/s for a bandwidth row.
+  const bool rate = msgs_per_launch > 0;
+  char spread[128];
+  std::snprintf(spread, sizeof(spread), "\"samples\":%d,\"lo\":%.3f,\"hi\":%.3f,", static_cast<int>(ms.size()),
+                rate ? mmsgs(slow) : gbs(slow), rate ? mmsgs(fast) : gbs(fast));
   g_json.row(gv::bench::rate_json("shmem_perf",
                                   std::string("\"impl\":\"") + SHMEM_PERF_IMPL + "\",\"test\":\"" + test +
-                                      "\",\"variant\":\"" + variant + "\",",
-                                  bytes, static_cast<std::uint64_t>(iters), gbs, mmsgs));
-  std::printf("%-14s %-10s %-10zu %-10d %-16.2f %.3f\n", test.c_str(), variant.c_str(), bytes, iters, gbs, mmsgs);
+                                      "\",\"variant\":\"" + variant + "\"," + spread,
+                                  bytes, static_cast<std::uint64_t>(iters), gbs(med), rate ? mmsgs(med) : 0));
+  std::printf("%-14s %-10s %-10zu %-10d %-16.2f %-10.3f %.2f-%.2f\n", test.c_str(), variant.c_str(), bytes, iters,
+              gbs(med), rate ? mmsgs(med) : 0.0, rate ? mmsgs(slow) : gbs(slow), rate ? mmsgs(fast) : gbs(fast));
   std::fflush(stdout);
 }
 
@@ -212,26 +253,19 @@ int run(int argc, char** argv) {
     emit_latency("fetch_add", "thread", 8, iters, samples(false));
   }
   nvshmem_barrier_all();
+  if (me == 0)
+    std::printf("# rates, the median of %d launches: test variant bytes iters GB/s Mmsg/s lo-hi (slowest-fastest launch, "
+                "Mmsg/s for rate rows, GB/s for bw)\n",
+                kSamples);
   for (const int ctas : {1, 8, 32, 132}) {
     for (std::size_t bytes = 65536; bytes <= bw_max; bytes *= 4) {
       const int reps = static_cast<int>(std::max<std::size_t>(5, std::min<std::size_t>(200, (std::size_t{4} << 30) / bytes)));
       nvshmem_barrier_all();
       if (me == 0) {
-        cudaEvent_t a, b;
-        GV_BENCH_CUDA(cudaEventCreate(&a));
-        GV_BENCH_CUDA(cudaEventCreate(&b));
         put_bw<<<ctas, 512>>>(buf, src, bytes, 1);
         GV_BENCH_CUDA(cudaGetLastError());
-        GV_BENCH_CUDA(cudaEventRecord(a));
-        put_bw<<<ctas, 512>>>(buf, src, bytes, reps);
-        GV_BENCH_CUDA(cudaGetLastError());
-        GV_BENCH_CUDA(cudaEventRecord(b));
-        GV_BENCH_CUDA(cudaEventSynchronize(b));
-        float ms = 0;
-        GV_BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
-        emit_rate("bw", std::to_string(ctas) + "cta", bytes, reps, static_cast<double>(bytes) * reps / (ms * 1e-3) / 1e9, 0);
-        GV_BENCH_CUDA(cudaEventDestroy(a));
-        GV_BENCH_CUDA(cudaEventDestroy(b));
+        const auto ms = sample_ms([&] { put_bw<<<ctas, 512>>>(buf, src, bytes, reps); });
+        emit_rate("bw", std::to_string(ctas) + "cta", bytes, reps, ms, static_cast<double>(bytes) * reps, 0);
       }
     }
   }
@@ -240,22 +274,11 @@ int run(int argc, char** argv) {
     const unsigned slots = static_cast<unsigned>(std::min<std::size_t>(area / 512, 1u << 20));
     const int reps = 200, ctas = 132, threads = 256;
     for (const int pe : {1, 0}) {
-      cudaEvent_t a, b;
-      GV_BENCH_CUDA(cudaEventCreate(&a));
-      GV_BENCH_CUDA(cudaEventCreate(&b));
       put_rate<<<ctas, threads>>>(buf, src, 64, slots, 1, pe);  // warm-up, as for bw: first touches untimed
       GV_BENCH_CUDA(cudaGetLastError());
-      GV_BENCH_CUDA(cudaEventRecord(a));
-      put_rate<<<ctas, threads>>>(buf, src, 64, slots, reps, pe);
-      GV_BENCH_CUDA(cudaGetLastError());
-      GV_BENCH_CUDA(cudaEventRecord(b));
-      GV_BENCH_CUDA(cudaEventSynchronize(b));
-      float ms = 0;
-      GV_BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+      const auto ms = sample_ms([&] { put_rate<<<ctas, threads>>>(buf, src, 64, slots, reps, pe); });
       const double msgs = static_cast<double>(ctas) * threads * reps;
-      emit_rate(pe == 1 ? "rate" : "rate_self", "thread", 64, reps, msgs * 64 / (ms * 1e-3) / 1e9, msgs / (ms * 1e-3) / 1e6);
-      GV_BENCH_CUDA(cudaEventDestroy(a));
-      GV_BENCH_CUDA(cudaEventDestroy(b));
+      emit_rate(pe == 1 ? "rate" : "rate_self", "thread", 64, reps, ms, msgs * 64, msgs);
     }
   }
   nvshmem_barrier_all();
