@@ -35,7 +35,7 @@ fi
 if want ctest; then
   log "ctest: rma (ib and mpirun cases too), NVSHMEM face, samples"
   for d in tests/rma tests/nvshmem samples; do
-    echo "ctest $d $(limited 150 "$OUT/tests.log" ctest --test-dir $B/$d --timeout 90 --output-on-failure)" | tee -a "$S"
+    echo "ctest $d $(limited 240 "$OUT/tests.log" ctest --test-dir $B/$d --timeout 90 --output-on-failure)" | tee -a "$S"
   done
   grep -E "tests passed|\*\*\*Failed|Timeout|Not Run|Skipped\)" "$OUT/tests.log" | head -20 | tee -a "$S"
 fi

@@ -7,7 +7,7 @@
 #   rma     tools/device/run_rma.sh: gv_rma over p2p and ib, shmem_perf beside NVSHMEM
 #   himeno  tools/device/run_himeno_multi.sh: himeno_bench, every mode and size
 #   verbs   tools/device/run_verbs.sh: the verbs benchmarks (GV_BENCH)
-# and GV_SECONDS_<part> gives each its deadline (defaults: tests 240, rma 240, himeno 240,
+# and GV_SECONDS_<part> gives each its deadline (defaults: tests 330, rma 240, himeno 240,
 # verbs 150). GV_CARRIED (default build-gpu.tgz) is the carried tree (tools/device/carry_build.sh),
 # unpacked where it was built, GV_BUILD_DIR (default build-gpu): its ctest files name that path. Every
 # part's files are packed into $OUT/logs.tgz (one folder per part, so that few files come back)
@@ -34,7 +34,7 @@ part() {  # part NAME SCRIPT DEFAULT_SECONDS [VAR=VALUE...]
 }
 for p in ${GV_PARTS:-tests rma himeno verbs}; do
   case $p in
-    tests) part tests tools/device/run_all.sh 240 GV_STEPS="ctest himeno rma verbs" ;;
+    tests) part tests tools/device/run_all.sh 330 GV_STEPS="ctest himeno rma verbs" ;;
     rma) part rma tools/device/run_rma.sh 240 GV_SKIP_TESTS=1 ;;
     himeno) part himeno tools/device/run_himeno_multi.sh 240 GV_SKIP_TESTS=1 ;;
     verbs) part verbs tools/device/run_verbs.sh 150 GV_SKIP_TESTS=1 ;;
