@@ -23,18 +23,13 @@ rm -rf "$gv_out"
 # bench/rma/compare.py: a rate row whose whole range lies below NVSHMEM's is "slower", one whose
 # range overlaps NVSHMEM's "within", and a latency row (no range) says nothing of ranges.
 cmp_dir=$(mktemp -d)
-cat > "$cmp_dir/gv.json" <<'JSON'
-{"bench":"metadata","device":"test"}
-{"bench":"shmem_perf","test":"bw","variant":"8cta","samples":7,"lo":90.000,"hi":95.000,"bytes":65536,"iters":200,"bw_gbs":93.000,"mmsgs":0.000}
-{"bench":"shmem_perf","test":"bw","variant":"32cta","samples":7,"lo":96.000,"hi":101.000,"bytes":65536,"iters":200,"bw_gbs":99.000,"mmsgs":0.000}
-{"bench":"shmem_perf","test":"p","scope":"thread","bytes":8,"iters":1000,"t_typical":0.39}
-JSON
-cat > "$cmp_dir/nv.json" <<'JSON'
-{"bench":"metadata","device":"test"}
-{"bench":"shmem_perf","test":"bw","variant":"8cta","samples":7,"lo":96.000,"hi":100.000,"bytes":65536,"iters":200,"bw_gbs":98.000,"mmsgs":0.000}
-{"bench":"shmem_perf","test":"bw","variant":"32cta","samples":7,"lo":98.000,"hi":100.000,"bytes":65536,"iters":200,"bw_gbs":99.000,"mmsgs":0.000}
-{"bench":"shmem_perf","test":"p","scope":"thread","bytes":8,"iters":1000,"t_typical":0.87}
-JSON
+bw_row() {  # bw_row CTAS MEDIAN LO HI: one shmem_perf bandwidth row at 64 KiB
+  printf '{"bench":"shmem_perf","test":"bw","variant":"%scta","samples":7,"lo":%s,"hi":%s,"bytes":65536,"iters":200,"bw_gbs":%s,"mmsgs":0}\n' \
+    "$1" "$3" "$4" "$2"
+}
+p_row() { printf '{"bench":"shmem_perf","test":"p","scope":"thread","bytes":8,"iters":1000,"t_typical":%s}\n' "$1"; }
+{ echo '{"bench":"metadata","device":"test"}'; bw_row 8 93 90 95; bw_row 32 99 96 101; p_row 0.39; } > "$cmp_dir/gv.json"
+{ echo '{"bench":"metadata","device":"test"}'; bw_row 8 98 96 100; bw_row 32 99 98 100; p_row 0.87; } > "$cmp_dir/nv.json"
 expect 0 "\| bw \| 8cta \| 65536 \| GB/s \| 93.00 \(90.00-95.00\) \| 98.00 \(96.00-100.00\) \| 0.95 \| slower \|.*\| bw \| 32cta \| 65536 \| GB/s \| 99.00 \(96.00-101.00\) \| 99.00 \(98.00-100.00\) \| 1.00 \| within \|.*\| p \| thread \| 8 \| us \(typical\) \| 0.39 \| 0.87 \| 0.45 \| — \|" \
   python3 "$root/bench/rma/compare.py" "$cmp_dir/gv.json" "$cmp_dir/nv.json"
 rm -rf "$cmp_dir"
