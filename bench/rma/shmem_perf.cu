@@ -154,15 +154,16 @@ void emit_rate(const std::string& test, const std::string& variant, std::size_t 
   const float med = ms[ms.size() / 2], slow = ms.back(), fast = ms.front();
   // lo and hi in the row's unit: Mmsg/s for a rate row, GB/s for a bandwidth row.
   const bool rate = msgs_per_launch > 0;
+  const auto in_unit = [&](float m) { return rate ? mmsgs(m) : gbs(m); };
   char spread[128];
   std::snprintf(spread, sizeof(spread), "\"samples\":%d,\"lo\":%.3f,\"hi\":%.3f,", static_cast<int>(ms.size()),
-                rate ? mmsgs(slow) : gbs(slow), rate ? mmsgs(fast) : gbs(fast));
+                in_unit(slow), in_unit(fast));
   g_json.row(gv::bench::rate_json("shmem_perf",
                                   std::string("\"impl\":\"") + SHMEM_PERF_IMPL + "\",\"test\":\"" + test +
                                       "\",\"variant\":\"" + variant + "\"," + spread,
                                   bytes, static_cast<std::uint64_t>(iters), gbs(med), rate ? mmsgs(med) : 0));
   std::printf("%-14s %-10s %-10zu %-10d %-16.2f %-10.3f %.2f-%.2f\n", test.c_str(), variant.c_str(), bytes, iters,
-              gbs(med), rate ? mmsgs(med) : 0.0, rate ? mmsgs(slow) : gbs(slow), rate ? mmsgs(fast) : gbs(fast));
+              gbs(med), rate ? mmsgs(med) : 0.0, in_unit(slow), in_unit(fast));
   std::fflush(stdout);
 }
 
